@@ -1,0 +1,41 @@
+package dlq
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+func TestRecordRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 29, 7, 0, 0, 123000000, time.UTC)
+	orig := kafka.Message{
+		Topic: "payment.succeeded", Partition: 2, Offset: 41, Time: at,
+		Key: []byte("m-1"), Value: []byte(`{"broken"`),
+		Headers: []kafka.Header{{Key: "trace", Value: []byte("abc")}, {Key: HeaderReplayCount, Value: []byte("2")}, {Key: HeaderReplayJob, Value: []byte("job-7")}},
+	}
+	rec := FromFailure(orig, "billing-worker", ClassInvalid, errors.New("event: invalid amount"), 1, at, at.Add(time.Second))
+	if rec.ReplayCount != 2 || rec.ReplayJob != "job-7" {
+		t.Fatalf("replay headers not carried: %+v", rec)
+	}
+	msg := rec.KafkaMessage()
+	msg.Partition, msg.Offset, msg.Time = 0, 9, at
+	got, err := FromMessage(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rec
+	want.Partition, want.Offset, want.Time = 0, 9, at
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestFromMessageRejectsForeign(t *testing.T) {
+	_, err := FromMessage(kafka.Message{Value: []byte("x"), Headers: []kafka.Header{{Key: HeaderOriginalOffset, Value: []byte("nan")}}})
+	if !errors.Is(err, ErrNotRecord) {
+		t.Fatalf("err = %v, want ErrNotRecord", err)
+	}
+}
