@@ -61,8 +61,8 @@ type Record struct {
 	Attempts          int
 	FirstFailure      time.Time
 	LastFailure       time.Time
-	ReplayCount       int    // how many times this payload was replayed before it failed again
-	ReplayJob         string // the replay job that last sent it, if any
+	ReplayCount       int            // how many times this payload was replayed before it failed again
+	ReplayJob         string         // the replay job that last sent it, if any
 	Headers           []kafka.Header // the original message's other headers
 
 	// Where the record sits in the DLQ topic; set by FromMessage.

@@ -61,12 +61,12 @@ type PaymentSucceeded struct {
 }
 
 type wire struct {
-	EventID    *string      `json:"event_id"`
-	PaymentID  *string      `json:"payment_id"`
-	MerchantID *string      `json:"merchant_id"`
+	EventID    *string         `json:"event_id"`
+	PaymentID  *string         `json:"payment_id"`
+	MerchantID *string         `json:"merchant_id"`
 	Amount     json.RawMessage `json:"amount"`
-	Source     *string      `json:"source"`
-	OccurredAt *string      `json:"occurred_at"`
+	Source     *string         `json:"source"`
+	OccurredAt *string         `json:"occurred_at"`
 }
 
 // Decode parses and validates a message. key is the Kafka key; when present it

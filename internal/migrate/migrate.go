@@ -11,10 +11,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/go-sql-driver/mysql"
 	gomigrate "github.com/golang-migrate/migrate/v4"
 	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/quotaflow/billing/migrations"
 )

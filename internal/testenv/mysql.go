@@ -20,8 +20,8 @@ import (
 
 // MySQL is a test's own database, migrated to the latest schema.
 type MySQL struct {
-	Name string  // database name
-	DSN  string  // DSN of this database (parseTime=true)
+	Name string // database name
+	DSN  string // DSN of this database (parseTime=true)
 	DB   *gorm.DB
 	SQL  *sql.DB // the connection pool behind DB
 }

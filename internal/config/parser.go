@@ -1,0 +1,147 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// parser reads variables and collects every problem instead of stopping at the first.
+type parser struct {
+	getenv func(string) string
+	errs   []error
+	read   []string // names read, in order; the tests hold it against Variables()
+}
+
+// FieldError names the variable and the value that broke the contract.
+type FieldError struct {
+	Var, Value, Problem string
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return e.Var + " " + e.Problem
+	}
+	return fmt.Sprintf("%s=%q %s", e.Var, e.Value, e.Problem)
+}
+
+func (p *parser) get(name string) string {
+	p.read = append(p.read, name)
+	return strings.TrimSpace(p.getenv(name))
+}
+
+func (p *parser) fail(name, value, problem string) {
+	p.errs = append(p.errs, &FieldError{Var: name, Value: value, Problem: problem})
+}
+
+func (p *parser) str(name, def string) string {
+	if v := p.get(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// secret reads a value that must never be echoed back in an error.
+func (p *parser) secret(name string) string { return p.get(name) }
+
+func (p *parser) boolean(name string, def bool) bool {
+	v := p.get(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(name, v, "is not a boolean (true/false)")
+		return def
+	}
+	return b
+}
+
+func (p *parser) integer(name string, def, min, max int) int {
+	v := p.get(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		p.fail(name, v, "is not an integer")
+		return def
+	}
+	if n < min || n > max {
+		p.fail(name, v, fmt.Sprintf("is outside %d..%d", min, max))
+		return def
+	}
+	return n
+}
+
+// optionalInt returns -1 when the variable is unset.
+func (p *parser) optionalInt(name string, min, max int) int {
+	if p.getenv(name) == "" {
+		p.read = append(p.read, name)
+		return -1
+	}
+	return p.integer(name, -1, min, max)
+}
+
+func (p *parser) duration(name string, def, min, max time.Duration) time.Duration {
+	v := p.get(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		p.fail(name, v, "is not a duration (e.g. 30s, 500ms, 2m)")
+		return def
+	}
+	if d < min || d > max {
+		p.fail(name, v, fmt.Sprintf("is outside %s..%s", min, max))
+		return def
+	}
+	return d
+}
+
+func (p *parser) oneOf(name, def string, allowed ...string) string {
+	v := strings.ToLower(p.get(name))
+	if v == "" {
+		return def
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	p.fail(name, v, "is not one of "+strings.Join(allowed, ", "))
+	return def
+}
+
+func (p *parser) addr(name, def string) string {
+	v := p.str(name, def)
+	if err := checkHostPort(v); err != nil {
+		p.fail(name, v, err.Error())
+	}
+	return v
+}
+
+func (p *parser) addrList(name, def string) []string {
+	raw := p.str(name, def)
+	list := listOf(raw)
+	for _, a := range list {
+		if err := checkHostPort(a); err != nil {
+			p.fail(name, raw, fmt.Sprintf("entry %q: %v", a, err))
+		}
+	}
+	return list
+}
+
+func checkHostPort(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("is not host:port")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("has a bad port")
+	}
+	return nil
+}
