@@ -1,0 +1,64 @@
+package dial
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/quotaflow/billing/internal/config"
+)
+
+// Kafka holds what kafka-go needs to reach the brokers: a Dialer for readers
+// and consumer groups, a Transport for writers and the admin client.
+type Kafka struct {
+	Dialer    *kafka.Dialer
+	Transport *kafka.Transport
+}
+
+// KafkaClients builds the dialer and transport with TLS and SASL from the config.
+func KafkaClients(c config.Kafka, clientID string) (Kafka, error) {
+	tc, err := TLSConfig(c.TLS)
+	if err != nil {
+		return Kafka{}, err
+	}
+	mech, err := saslMechanism(c.SASL)
+	if err != nil {
+		return Kafka{}, err
+	}
+	return Kafka{
+		Dialer: &kafka.Dialer{
+			ClientID: clientID, Timeout: 10 * time.Second, DualStack: true,
+			TLS: tc, SASLMechanism: mech,
+		},
+		Transport: &kafka.Transport{
+			ClientID: clientID, DialTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second,
+			TLS: tc, SASL: mech,
+		},
+	}, nil
+}
+
+func saslMechanism(s config.SASL) (sasl.Mechanism, error) {
+	switch s.Mechanism {
+	case config.SASLNone:
+		return nil, nil
+	case config.SASLPlain:
+		return plain.Mechanism{Username: s.Username, Password: s.Password}, nil
+	case config.SASLScramSHA256:
+		m, err := scram.Mechanism(scram.SHA256, s.Username, s.Password)
+		if err != nil {
+			return nil, fmt.Errorf("dial: SCRAM-SHA-256: %w", err)
+		}
+		return m, nil
+	case config.SASLScramSHA512:
+		m, err := scram.Mechanism(scram.SHA512, s.Username, s.Password)
+		if err != nil {
+			return nil, fmt.Errorf("dial: SCRAM-SHA-512: %w", err)
+		}
+		return m, nil
+	}
+	return nil, fmt.Errorf("dial: unknown KAFKA_SASL_MECHANISM %q", s.Mechanism)
+}

@@ -1,0 +1,78 @@
+package dial
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/quotaflow/billing/internal/config"
+)
+
+// MySQL opens a GORM handle. Slow statements (over 200 ms) are logged at warn.
+func MySQL(ctx context.Context, c config.MySQL, log *zap.Logger) (*gorm.DB, error) {
+	dsn, err := mysql.ParseDSN(c.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("dial: MYSQL_DSN is malformed")
+	}
+	if c.TLSCAFile != "" {
+		if err := registerCustomTLS(c.TLSCAFile); err != nil {
+			return nil, err
+		}
+	}
+	if dsn.Timeout == 0 {
+		dsn.Timeout = 5 * time.Second
+	}
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSNConfig: dsn}), &gorm.Config{
+		Logger: logger.New(zapWriter{log.Sugar()}, logger.Config{
+			SlowThreshold:             200 * time.Millisecond,
+			LogLevel:                  logger.Warn,
+			IgnoreRecordNotFoundError: true,
+			ParameterizedQueries:      true, // never log values
+		}),
+		SkipDefaultTransaction: true, // the write path opens its own transactions
+		PrepareStmt:            false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial: open mysql %s: %w", config.RedactDSN(c.DSN), err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("dial: mysql pool: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(c.MaxOpenConns)
+	sqlDB.SetMaxIdleConns(c.MaxOpenConns)
+	sqlDB.SetConnMaxLifetime(5 * time.Minute)
+	return db.WithContext(ctx), nil
+}
+
+func registerCustomTLS(caFile string) error {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("dial: read MYSQL_TLS_CA_FILE: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("dial: MYSQL_TLS_CA_FILE %s holds no PEM certificate", caFile)
+	}
+	tc, err := TLSConfig(config.TLS{Enabled: true})
+	if err != nil {
+		return err
+	}
+	tc.RootCAs = pool
+	if err := mysql.RegisterTLSConfig("custom", tc); err != nil {
+		return fmt.Errorf("dial: register MySQL TLS config: %w", err)
+	}
+	return nil
+}
+
+type zapWriter struct{ s *zap.SugaredLogger }
+
+func (w zapWriter) Printf(format string, args ...any) { w.s.Warnf(format, args...) }
