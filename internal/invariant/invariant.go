@@ -1,0 +1,281 @@
+// Package invariant proves, from the outside, what the system promises: given
+// what was produced and the final MySQL, Redis and dead-letter state, no event
+// was lost, none applied twice, no merchant overdrawn, every poison message
+// dead-lettered exactly once. It is used by the demo and the fault suite, and
+// it prints what broke rather than only that something did.
+package invariant
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/keyspace"
+)
+
+// Produced is what went into the topic, as the producer knows it.
+type Produced struct {
+	// Valid holds every message that decodes, duplicates included, in produce order.
+	Valid []event.PaymentSucceeded
+	// Invalid counts messages that must each end in the DLQ exactly once:
+	// malformed ones and conflicting duplicates (same event_id, other merchant or amount).
+	Invalid int
+}
+
+// State is where the checker reads the outcome.
+type State struct {
+	DB    *gorm.DB
+	Redis redis.UniversalClient
+	Keys  keyspace.Keyspace
+	// DLQ holds the records read back from the dead-letter topic.
+	DLQ []dlq.Record
+	// RedisSettled says a reconciler pass has run: Redis must equal MySQL exactly.
+	RedisSettled bool
+}
+
+// Report lists every broken invariant; it is empty when all hold.
+type Report struct {
+	Checked    map[string]int // what was counted, for the summary
+	Violations []string
+}
+
+// OK reports whether every invariant holds.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+func (r *Report) fail(format string, args ...any) {
+	if len(r.Violations) < 50 { // enough to diagnose, not enough to drown the log
+		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+	} else if len(r.Violations) == 50 {
+		r.Violations = append(r.Violations, "... more violations omitted")
+	}
+}
+
+// String renders the report for a person.
+func (r *Report) String() string {
+	var b strings.Builder
+	keys := make([]string, 0, len(r.Checked))
+	for k := range r.Checked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %-28s %d\n", k, r.Checked[k])
+	}
+	if r.OK() {
+		b.WriteString("  all invariants hold\n")
+		return b.String()
+	}
+	fmt.Fprintf(&b, "  %d invariant violation(s):\n", len(r.Violations))
+	for _, v := range r.Violations {
+		b.WriteString("    - " + v + "\n")
+	}
+	return b.String()
+}
+
+type ledgerRow struct {
+	EventID      string
+	MerchantID   string
+	Kind         string
+	Amount       int64
+	BalanceAfter *int64
+}
+
+type balanceRow struct {
+	MerchantID string
+	Credited   int64
+	Debited    int64
+}
+
+// Check verifies every invariant.
+func Check(ctx context.Context, p Produced, s State) (*Report, error) {
+	r := &Report{Checked: map[string]int{}}
+	rows, err := loadLedger(ctx, s.DB)
+	if err != nil {
+		return nil, err
+	}
+	balances, err := loadBalances(ctx, s.DB)
+	if err != nil {
+		return nil, err
+	}
+	checkEvents(r, p, rows)
+	checkBalances(r, rows, balances)
+	if err := checkRedis(ctx, r, s, balances); err != nil {
+		return nil, err
+	}
+	checkDLQ(r, p, s.DLQ)
+	return r, nil
+}
+
+func loadLedger(ctx context.Context, db *gorm.DB) (map[string]ledgerRow, error) {
+	var rows []ledgerRow
+	if err := db.WithContext(ctx).Raw("SELECT event_id, merchant_id, kind, amount, balance_after FROM quota_ledger").Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("invariant: read ledger: %w", err)
+	}
+	out := make(map[string]ledgerRow, len(rows))
+	for _, row := range rows {
+		out[row.EventID] = row // event_id is UNIQUE: no collision possible
+	}
+	return out, nil
+}
+
+func loadBalances(ctx context.Context, db *gorm.DB) (map[string]balanceRow, error) {
+	var rows []balanceRow
+	if err := db.WithContext(ctx).Raw("SELECT merchant_id, credited, debited FROM merchant_balance").Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("invariant: read balances: %w", err)
+	}
+	out := make(map[string]balanceRow, len(rows))
+	for _, b := range rows {
+		out[b.MerchantID] = b
+	}
+	return out, nil
+}
+
+// checkEvents: each valid unique event has exactly one ledger row that matches
+// it, and no debit or rejection exists without its event.
+func checkEvents(r *Report, p Produced, rows map[string]ledgerRow) {
+	first := map[string]event.PaymentSucceeded{}
+	for _, e := range p.Valid {
+		if _, seen := first[e.EventID]; !seen {
+			first[e.EventID] = e
+		}
+	}
+	r.Checked["valid unique events"] = len(first)
+	for id, e := range first {
+		row, ok := rows[id]
+		switch {
+		case !ok:
+			r.fail("event %s (merchant %s, amount %d) has no ledger row: lost", id, e.MerchantID, e.Amount)
+		case row.Kind != "debit" && row.Kind != "rejected":
+			r.fail("event %s recorded as %s", id, row.Kind)
+		case row.MerchantID != e.MerchantID || row.Amount != e.Amount:
+			r.fail("event %s recorded for %s/%d, produced for %s/%d", id, row.MerchantID, row.Amount, e.MerchantID, e.Amount)
+		}
+	}
+	for id, row := range rows {
+		if row.Kind == "credit" {
+			continue
+		}
+		r.Checked["ledger "+row.Kind+" rows"]++
+		if _, ok := first[id]; !ok {
+			r.fail("ledger %s row %s (merchant %s) has no produced event", row.Kind, id, row.MerchantID)
+		}
+		if row.Kind == "debit" && row.BalanceAfter != nil && *row.BalanceAfter < 0 {
+			r.fail("debit %s left merchant %s at %d", id, row.MerchantID, *row.BalanceAfter)
+		}
+	}
+}
+
+// checkBalances: merchant_balance equals the ledger sums and is never negative.
+func checkBalances(r *Report, rows map[string]ledgerRow, balances map[string]balanceRow) {
+	sums := map[string]*balanceRow{}
+	for _, row := range rows {
+		s := sums[row.MerchantID]
+		if s == nil {
+			s = &balanceRow{MerchantID: row.MerchantID}
+			sums[row.MerchantID] = s
+		}
+		switch row.Kind {
+		case "credit":
+			s.Credited += row.Amount
+		case "debit":
+			s.Debited += row.Amount
+		}
+	}
+	r.Checked["merchants"] = len(balances)
+	for m, b := range balances {
+		if b.Debited > b.Credited {
+			r.fail("merchant %s overdrawn: credited %d, debited %d", m, b.Credited, b.Debited)
+		}
+		s := sums[m]
+		if s == nil {
+			s = &balanceRow{}
+		}
+		if s.Credited != b.Credited || s.Debited != b.Debited {
+			r.fail("merchant %s balance row %d/%d != ledger sums %d/%d", m, b.Credited, b.Debited, s.Credited, s.Debited)
+		}
+	}
+	for m, s := range sums {
+		if _, ok := balances[m]; !ok && (s.Credited != 0 || s.Debited != 0) {
+			r.fail("merchant %s moves %d/%d in the ledger but has no balance row", m, s.Credited, s.Debited)
+		}
+	}
+}
+
+// checkRedis: once settled, every loaded merchant's remain equals credited -
+// debited and nothing is pending.
+func checkRedis(ctx context.Context, r *Report, s State, balances map[string]balanceRow) error {
+	if !s.RedisSettled || s.Redis == nil {
+		return nil
+	}
+	merchants := make([]string, 0, len(balances))
+	for m := range balances {
+		merchants = append(merchants, m)
+	}
+	sort.Strings(merchants)
+	const page = 500
+	for i := 0; i < len(merchants); i += page {
+		chunk := merchants[i:min(i+page, len(merchants))]
+		cmds := make([]*redis.MapStringStringCmd, len(chunk))
+		_, err := s.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, m := range chunk {
+				cmds[j] = p.HGetAll(ctx, s.Keys.Quota(m))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("invariant: read redis: %w", err)
+		}
+		for j, m := range chunk {
+			h := cmds[j].Val()
+			if len(h) == 0 {
+				r.Checked["redis keys not loaded"]++
+				continue // not loaded: the worker hydrates from MySQL on demand
+			}
+			r.Checked["redis keys compared"]++
+			b := balances[m]
+			remain, err := strconv.ParseInt(h["remain"], 10, 64)
+			if err != nil {
+				r.fail("merchant %s redis remain %q unreadable", m, h["remain"])
+				continue
+			}
+			if want := b.Credited - b.Debited; remain != want {
+				r.fail("merchant %s redis remain %d != credited-debited %d", m, remain, want)
+			}
+			for f := range h {
+				if strings.HasPrefix(f, "p:") {
+					r.fail("merchant %s still has pending %s", m, f)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkDLQ: every invalid message is dead-lettered exactly once, and nothing else is.
+func checkDLQ(r *Report, p Produced, records []dlq.Record) {
+	type origin struct {
+		topic     string
+		partition int
+		offset    int64
+	}
+	seen := map[origin]int{}
+	for _, rec := range records {
+		seen[origin{rec.OriginalTopic, rec.OriginalPartition, rec.OriginalOffset}]++
+	}
+	r.Checked["dlq records"] = len(records)
+	for o, n := range seen {
+		if n > 1 {
+			r.fail("message %s/%d@%d dead-lettered %d times", o.topic, o.partition, o.offset, n)
+		}
+	}
+	if len(seen) != p.Invalid {
+		r.fail("%d distinct messages dead-lettered, %d invalid produced", len(seen), p.Invalid)
+	}
+}

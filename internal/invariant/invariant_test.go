@@ -1,0 +1,87 @@
+package invariant
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/testenv"
+)
+
+func ev(id, m string, amount int64) event.PaymentSucceeded {
+	return event.PaymentSucceeded{EventID: id, PaymentID: "p-" + id, MerchantID: m, Amount: amount, Source: event.SourcePC, OccurredAt: time.Now()}
+}
+
+func TestCheckFindsEachViolation(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.NewMySQL(t)
+	rdb := testenv.NewRedis(t)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if err := db.DB.Exec(q, args...).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES ('m-1', 10, 3), ('m-2', 5, 0)")
+	exec(`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, occurred_at) VALUES
+		(1, 'g-1', 'm-1', 'credit', 10, 10, NOW()),
+		(2, 'e-1', 'm-1', 'debit', 3, 7, NOW()),
+		(3, 'e-2', 'm-1', 'rejected', 50, 7, NOW()),
+		(4, 'g-2', 'm-2', 'credit', 5, 5, NOW())`)
+	rdb.Client.HSet(ctx, rdb.Keys.Quota("m-1"), "remain", 7, "ver", 3)
+	rdb.Client.HSet(ctx, rdb.Keys.Quota("m-2"), "remain", 5, "ver", 1)
+	good := Produced{Valid: []event.PaymentSucceeded{ev("e-1", "m-1", 3), ev("e-2", "m-1", 50), ev("e-1", "m-1", 3)}, Invalid: 1}
+	state := State{DB: db.DB, Redis: rdb.Client, Keys: rdb.Keys, RedisSettled: true,
+		DLQ: []dlq.Record{{OriginalTopic: "t", OriginalPartition: 0, OriginalOffset: 9}}}
+
+	r, err := Check(ctx, good, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() {
+		t.Fatalf("clean state reported broken:\n%s", r)
+	}
+
+	tests := []struct {
+		name   string
+		mutate func(p *Produced, s *State)
+		want   string
+	}{
+		{"lost event", func(p *Produced, _ *State) { p.Valid = append(p.Valid, ev("e-3", "m-2", 1)) }, "e-3"},
+		{"row without event", func(p *Produced, _ *State) { p.Valid = p.Valid[:1] }, "no produced event"},
+		{"wrong amount", func(p *Produced, _ *State) { p.Valid[0].Amount = 4 }, "recorded for"},
+		{"dlq twice", func(_ *Produced, s *State) { s.DLQ = append(s.DLQ, s.DLQ[0]) }, "dead-lettered 2 times"},
+		{"dlq missing", func(p *Produced, _ *State) { p.Invalid = 2 }, "2 invalid produced"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Produced{Valid: append([]event.PaymentSucceeded(nil), good.Valid...), Invalid: good.Invalid}
+			s := state
+			s.DLQ = append([]dlq.Record(nil), state.DLQ...)
+			tt.mutate(&p, &s)
+			r, err := Check(ctx, p, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OK() || !strings.Contains(r.String(), tt.want) {
+				t.Fatalf("want a violation with %q, got:\n%s", tt.want, r)
+			}
+		})
+	}
+
+	// Redis drift, a leftover pending entry, and a balance row that disagrees with the ledger.
+	rdb.Client.HSet(ctx, rdb.Keys.Quota("m-2"), "remain", 6, "p:e-9", "1:0")
+	exec("UPDATE merchant_balance SET credited = 11 WHERE merchant_id = 'm-1'")
+	r, err = Check(ctx, good, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"m-2 redis remain 6", "pending p:e-9", "m-1 balance row 11/3 != ledger sums 10/3"} {
+		if !strings.Contains(r.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, r)
+		}
+	}
+}
