@@ -1,0 +1,161 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Config tunes a Consumer. Zero values take the defaults named on each field;
+// Validate reports every problem at once.
+type Config struct {
+	Brokers  []string
+	Topic    string // consumed topic
+	Group    string // consumer group
+	DLQTopic string // dead-letter topic; must differ from Topic
+
+	Lanes     int           // parallel lanes, each one ordered (default 16)
+	BatchSize int           // most items per handler call (default 256)
+	BatchWait time.Duration // how long a lane waits to fill a batch; 0 takes only what is already queued
+	// MaxInFlightPerPartition bounds the messages of a partition between
+	// fetch and commit; a full window pauses that partition's fetch (default 4096).
+	MaxInFlightPerPartition int
+	CommitInterval          time.Duration // asynchronous commit period (default 1s)
+
+	MaxAttempts    int           // failures alone before a message goes to the DLQ as exhausted (default 5)
+	BackoffInitial time.Duration // first retry delay (default 100ms)
+	BackoffMax     time.Duration // retry delay cap (default 5s)
+	ProbeTimeout   time.Duration // bound of one Probe call (default 2s)
+
+	// ShutdownTimeout bounds Run's return after its context ends: in-flight
+	// batches get about 60% of it, then are abandoned (not committed); the rest
+	// is for the final commit and closing the group (default 10s).
+	ShutdownTimeout time.Duration
+
+	Dialer    *kafka.Dialer      // readers and the group (TLS, SASL); nil: a plain dialer
+	Transport kafka.RoundTripper // the DLQ writer (TLS, SASL); nil: one owned and closed by Run
+
+	SessionTimeout    time.Duration // group session (default 30s)
+	HeartbeatInterval time.Duration // default 3s; below SessionTimeout
+	RebalanceTimeout  time.Duration // default 30s; a revoked generation drains within half of it
+	JoinGroupBackoff  time.Duration // wait after a failed join (default 2s)
+	// GroupTimeout is the network timeout of coordinator requests, commits
+	// included (default 5s, at most a fifth of ShutdownTimeout, so that the
+	// final commit fits in the shutdown bound).
+	GroupTimeout time.Duration
+
+	MinBytes int           // fetch: answer as soon as this many bytes are there (default 1)
+	MaxBytes int           // fetch: most bytes per response (default 1 MB)
+	MaxWait  time.Duration // fetch: longest wait for MinBytes (default 100ms)
+}
+
+func (c *Config) setDefaults() {
+	setInt(&c.Lanes, 16)
+	setInt(&c.BatchSize, 256)
+	setInt(&c.MaxInFlightPerPartition, 4096)
+	setDur(&c.CommitInterval, time.Second)
+	setInt(&c.MaxAttempts, 5)
+	setDur(&c.BackoffInitial, 100*time.Millisecond)
+	setDur(&c.BackoffMax, 5*time.Second)
+	setDur(&c.ProbeTimeout, 2*time.Second)
+	setDur(&c.ShutdownTimeout, 10*time.Second)
+	setDur(&c.SessionTimeout, 30*time.Second)
+	setDur(&c.HeartbeatInterval, 3*time.Second)
+	setDur(&c.RebalanceTimeout, 30*time.Second)
+	setDur(&c.JoinGroupBackoff, 2*time.Second)
+	setDur(&c.GroupTimeout, min(5*time.Second, c.ShutdownTimeout/5))
+	setInt(&c.MinBytes, 1)
+	setInt(&c.MaxBytes, 1<<20)
+	setDur(&c.MaxWait, 100*time.Millisecond)
+}
+
+// Validate reports every invalid field of c with its defaults applied, joined.
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("consumer: "+format, args...)) }
+	if len(c.Brokers) == 0 {
+		bad("Brokers is empty")
+	}
+	for i, b := range c.Brokers {
+		if b == "" {
+			bad("Brokers[%d] is empty", i)
+		}
+	}
+	if c.Topic == "" {
+		bad("Topic is empty")
+	}
+	if c.Group == "" {
+		bad("Group is empty")
+	}
+	if c.DLQTopic == "" {
+		bad("DLQTopic is empty")
+	} else if c.DLQTopic == c.Topic {
+		bad("DLQTopic %q is the consumed topic", c.DLQTopic)
+	}
+	counts := []struct {
+		name string
+		v    int
+	}{
+		{"Lanes", c.Lanes}, {"BatchSize", c.BatchSize}, {"MaxInFlightPerPartition", c.MaxInFlightPerPartition},
+		{"MaxAttempts", c.MaxAttempts}, {"MinBytes", c.MinBytes}, {"MaxBytes", c.MaxBytes},
+	}
+	for _, n := range counts {
+		if n.v < 1 {
+			bad("%s = %d, want >= 1", n.name, n.v)
+		}
+	}
+	if c.MinBytes > c.MaxBytes {
+		bad("MinBytes %d > MaxBytes %d", c.MinBytes, c.MaxBytes)
+	}
+	if c.BatchWait < 0 {
+		bad("BatchWait = %v, want >= 0", c.BatchWait)
+	}
+	durations := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"CommitInterval", c.CommitInterval}, {"BackoffInitial", c.BackoffInitial}, {"BackoffMax", c.BackoffMax},
+		{"ProbeTimeout", c.ProbeTimeout}, {"ShutdownTimeout", c.ShutdownTimeout}, {"SessionTimeout", c.SessionTimeout},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"RebalanceTimeout", c.RebalanceTimeout},
+		{"JoinGroupBackoff", c.JoinGroupBackoff}, {"GroupTimeout", c.GroupTimeout}, {"MaxWait", c.MaxWait},
+	}
+	for _, d := range durations {
+		if d.d <= 0 {
+			bad("%s = %v, want > 0", d.name, d.d)
+		}
+	}
+	if c.BackoffMax < c.BackoffInitial {
+		bad("BackoffMax %v < BackoffInitial %v", c.BackoffMax, c.BackoffInitial)
+	}
+	if c.HeartbeatInterval >= c.SessionTimeout {
+		bad("HeartbeatInterval %v >= SessionTimeout %v", c.HeartbeatInterval, c.SessionTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// drainBudget is how long in-flight batches may run once fetching stops:
+// the larger share of the shutdown bound, and for a revoked generation also
+// well within the rebalance timeout, after which the group would evict us.
+// grace is how long cancelled handler calls then get to return.
+func (c *Config) drainBudget(shutdown bool) (drain, grace time.Duration) {
+	drain, grace = c.ShutdownTimeout*3/5, c.ShutdownTimeout/10
+	if !shutdown {
+		drain, grace = min(drain, c.RebalanceTimeout/2), min(grace, c.RebalanceTimeout/10)
+	}
+	return drain, grace
+}
+
+func setInt(v *int, def int) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+func setDur(v *time.Duration, def time.Duration) {
+	if *v == 0 {
+		*v = def
+	}
+}

@@ -1,0 +1,246 @@
+// Package consumer consumes a Kafka topic in a consumer group and hands
+// batches to a handler: messages are decoded, dispatched by lane key into a
+// bounded number of lanes (one key always in the same lane, so in order;
+// different lanes in parallel), batched per lane by size and time, and their
+// offsets committed per partition up to the highest contiguous done offset,
+// never past an unfinished message.
+//
+// Delivery is at least once: a message is handled again after a crash or a
+// rebalance when its offset was not committed yet, so handlers must be
+// idempotent. Errors come in three kinds: the handler records business
+// outcomes itself (nil error); permanent errors (failure.IsPermanent, and every
+// decode error) go to the dead-letter topic at once; transient errors are
+// retried with backoff while the lane waits. A Probe tells an outage (retry
+// forever, never dead-letter) from a poison message (after MaxAttempts
+// failures alone, dead-letter it as exhausted).
+//
+// Trade-offs: a lane waits while its batch is retried, so an outage or a
+// failing dead-letter publish stalls that lane's keys and, through the
+// bounded in-flight window, its partitions' fetch (nothing is skipped). On a
+// rebalance or shutdown, batches already in the handler may finish within a
+// drain budget; anything else fetched is dropped uncommitted and redelivered.
+// A handler call that ignores its context is abandoned, not awaited past the
+// shutdown bound.
+//
+// The package knows nothing of what the messages mean.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+)
+
+// Item is one decoded message of a batch.
+type Item[T any] struct {
+	Msg   kafka.Message
+	Value T
+}
+
+// Decoder decodes and validates a message and names its lane key (messages
+// with the same key are handled in order). An error is permanent: the message
+// goes to the dead-letter topic with class failure.ClassOf(err), or "invalid".
+type Decoder[T any] func(kafka.Message) (value T, laneKey string, err error)
+
+// Handler handles the batches of the lanes; different lanes call it
+// concurrently. It must not keep items after returning.
+//
+// It returns either one error per item (nil: done, its outcome recorded;
+// permanent: dead-letter it; other: retry it), or a batch error meaning no
+// item of the batch is done (transient unless failure.IsPermanent). An item
+// retried after a transient failure may follow items of the same key that
+// succeeded in the same call: a handler that cares fails them together.
+type Handler[T any] interface {
+	HandleBatch(ctx context.Context, items []Item[T]) ([]error, error)
+}
+
+// Probe checks the handler's dependencies. After a transient failure a
+// failing probe means an outage: retry without counting attempts. A nil Probe
+// counts every transient failure.
+type Probe func(ctx context.Context) error
+
+// ErrAlreadyRun is returned by a second call to Run.
+var ErrAlreadyRun = errors.New("consumer: Run called twice")
+
+// Consumer runs the group membership, the fetch, the lanes and the commits.
+type Consumer[T any] struct {
+	cfg     Config
+	decode  Decoder[T]
+	handler Handler[T]
+	probe   Probe
+	log     *zap.Logger
+	m       *Metrics
+	health  *health
+
+	started atomic.Bool
+	dlq     *dlqWriter
+
+	// all counts every goroutine Run starts; Run waits for it, bounded by
+	// the shutdown deadline.
+	all      sync.WaitGroup
+	stopOnce sync.Once
+	deadline time.Time // set by stopping()
+}
+
+// New checks the configuration and returns a Consumer. m may be nil (then
+// metrics are kept but not registered).
+func New[T any](cfg Config, decode Decoder[T], h Handler[T], probe Probe, logger *zap.Logger, m *Metrics) (*Consumer[T], error) {
+	cfg.setDefaults()
+	errs := []error{cfg.Validate()}
+	if decode == nil {
+		errs = append(errs, errors.New("consumer: nil Decoder"))
+	}
+	if h == nil {
+		errs = append(errs, errors.New("consumer: nil Handler"))
+	}
+	if logger == nil {
+		errs = append(errs, errors.New("consumer: nil logger"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		var err error
+		if m, err = NewMetrics(nil); err != nil {
+			return nil, err
+		}
+	}
+	return &Consumer[T]{
+		cfg: cfg, decode: decode, handler: h, probe: probe, m: m, health: newHealth(),
+		log: logger.With(zap.String("topic", cfg.Topic), zap.String("group", cfg.Group)),
+	}, nil
+}
+
+// Run consumes until ctx ends, then stops fetching, lets in-flight batches
+// finish (abandoning, uncommitted, those still running after most of
+// ShutdownTimeout), commits what is done, leaves the group and closes its
+// readers and writer. It returns nil after a shutdown, within ShutdownTimeout
+// of ctx ending; an error only when it cannot start.
+//
+// Should kafka-go's group Close outlast the bound (it may wait for a join in
+// progress, up to GroupTimeout plus RebalanceTimeout), Run returns anyway and
+// logs it; that goroutine ends on its own network timeouts.
+func (c *Consumer[T]) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	group, err := kafka.NewConsumerGroup(c.groupConfig())
+	if err != nil {
+		c.health.setState(ErrStopped)
+		return fmt.Errorf("consumer: group: %w", err)
+	}
+	c.dlq = newDLQWriter(c.cfg)
+	defer context.AfterFunc(ctx, func() { c.stopping() })() // the bound starts at cancellation
+
+	closed := make(chan struct{})
+	closeGroup := sync.OnceFunc(func() {
+		go func() {
+			defer close(closed)
+			if err := group.Close(); err != nil {
+				c.log.Warn("close consumer group", zap.Error(err))
+			}
+		}()
+	})
+
+	for ctx.Err() == nil {
+		gen, err := group.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+				break
+			}
+			c.health.fail("group", fmt.Errorf("consumer: group %s: %w", c.cfg.Group, err))
+			c.log.Warn("join consumer group", zap.Error(err))
+			continue // the group backs off by itself
+		}
+		c.health.ok("group")
+		c.health.setState(nil)
+		c.m.generations.Inc()
+		c.runGeneration(ctx, gen, closeGroup)
+	}
+
+	deadline := c.stopping()
+	closeGroup()
+	if !waitUntil(closed, deadline) {
+		c.log.Warn("consumer group close outlasted the shutdown timeout; leaving it to finish on its own")
+	}
+	if err := c.dlq.close(); err != nil {
+		c.log.Warn("close dead-letter writer", zap.Error(err))
+	}
+	allDone := make(chan struct{})
+	go func() { c.all.Wait(); close(allDone) }()
+	if !waitUntil(allDone, deadline) {
+		c.log.Error("handler calls still running at the shutdown deadline; abandoned, their offsets not committed")
+	}
+	c.health.setState(ErrStopped)
+	return nil
+}
+
+// Ready returns nil while the consumer has joined the group and nothing is
+// being retried; otherwise the state (joining, stopped) or the failure being
+// retried longest, with its dependency and since when.
+func (c *Consumer[T]) Ready(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.health.err()
+}
+
+// stopping returns the shutdown deadline, fixed the first time it is asked:
+// when Run's context ends. It keeps a twentieth of ShutdownTimeout in
+// reserve for returning.
+func (c *Consumer[T]) stopping() time.Time {
+	c.stopOnce.Do(func() { c.deadline = time.Now().Add(c.cfg.ShutdownTimeout - c.cfg.ShutdownTimeout/20) })
+	return c.deadline
+}
+
+// goAll runs fn in a goroutine counted by wg and by Run's own wait.
+func (c *Consumer[T]) goAll(wg *sync.WaitGroup, fn func()) {
+	c.all.Add(1)
+	wg.Add(1)
+	go func() {
+		defer c.all.Done()
+		defer wg.Done()
+		fn()
+	}()
+}
+
+func (c *Consumer[T]) groupConfig() kafka.ConsumerGroupConfig {
+	errLog := c.log.Named("kafka").Sugar()
+	return kafka.ConsumerGroupConfig{
+		ID:                    c.cfg.Group,
+		Brokers:               c.cfg.Brokers,
+		Dialer:                c.cfg.Dialer,
+		Topics:                []string{c.cfg.Topic},
+		HeartbeatInterval:     c.cfg.HeartbeatInterval,
+		SessionTimeout:        c.cfg.SessionTimeout,
+		RebalanceTimeout:      c.cfg.RebalanceTimeout,
+		JoinGroupBackoff:      c.cfg.JoinGroupBackoff,
+		Timeout:               c.cfg.GroupTimeout,
+		WatchPartitionChanges: true,
+		StartOffset:           kafka.FirstOffset,
+		ErrorLogger:           kafka.LoggerFunc(errLog.Warnf),
+	}
+}
+
+// waitUntil waits for done until deadline and reports whether done closed.
+func waitUntil(done <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package consumer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+)
+
+// generation is the work of one group generation: a reader and a window per
+// assigned partition, the lanes, and the committer. Nothing of it outlives
+// the generation: what it did not commit before the generation ended is
+// dropped, to be redelivered to the partition's next owner.
+type generation[T any] struct {
+	c     *Consumer[T]
+	kg    *kafka.Generation
+	log   *zap.Logger
+	parts []*partition
+	lanes []*lane[T]
+
+	// stop ends fetching, batching and retry waits; work ends handler and
+	// dead-letter calls, a drain budget later.
+	stop, work context.Context
+}
+
+// runGeneration runs gen until it is revoked or ctx ends. It runs inside
+// gen.Start so that kafka-go waits for it (and keeps the coordinator
+// connection open for the final commit) before joining the next generation.
+// On shutdown it calls closeGroup after the final commit and waits for
+// kafka-go to end the generation, so the group leaves instead of rejoining.
+func (c *Consumer[T]) runGeneration(ctx context.Context, kg *kafka.Generation, closeGroup func()) {
+	done := make(chan struct{})
+	kg.Start(func(genCtx context.Context) {
+		defer close(done)
+		c.generation(ctx, genCtx, kg, closeGroup)
+	})
+	<-done
+}
+
+func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generation, closeGroup func()) {
+	stopCtx, stop := context.WithCancel(context.Background())
+	workCtx, abandon := context.WithCancel(context.Background())
+	defer abandon()
+	defer stop()
+	g := &generation[T]{c: c, kg: kg, stop: stopCtx, work: workCtx,
+		log: c.log.With(zap.Int32("generation", kg.ID))}
+	for _, a := range kg.Assignments[c.cfg.Topic] {
+		g.parts = append(g.parts, newPartition(c.cfg, a, c.m))
+	}
+	for i := 0; i < c.cfg.Lanes; i++ {
+		g.lanes = append(g.lanes, newLane[T](i, c.cfg))
+	}
+	g.log.Info("generation started", zap.Ints("partitions", partitionIDs(g.parts)))
+
+	var workers, committer sync.WaitGroup
+	for _, p := range g.parts {
+		c.goAll(&workers, func() { g.fetch(p) })
+	}
+	for _, l := range g.lanes {
+		c.goAll(&workers, func() { g.runLane(l) })
+	}
+	c.goAll(&committer, g.commitLoop)
+
+	select {
+	case <-ctx.Done():
+	case <-genCtx.Done():
+	}
+	shutdown := ctx.Err() != nil
+	if shutdown {
+		c.stopping() // the shutdown bound starts now
+	}
+	began := time.Now()
+	stop()
+	g.closeReaders()
+	drain, grace := c.cfg.drainBudget(shutdown)
+	if !waitGroupFor(&workers, drain) {
+		abandon()
+		if !waitGroupFor(&workers, grace) {
+			g.log.Error("handler calls ignore cancellation; abandoned, their offsets not committed")
+		}
+	}
+	committer.Wait()
+	g.commit(true)
+	for _, p := range g.parts {
+		c.m.forget(p.id)
+	}
+	g.log.Info("generation ended", zap.Bool("shutdown", shutdown), zap.Duration("drain", time.Since(began)))
+	if shutdown {
+		// Leave the group before returning: once this returns kafka-go
+		// would start joining a next generation.
+		closeGroup()
+		waitUntil(genCtx.Done(), c.stopping())
+	}
+}
+
+// closeReaders stops the partition readers, all at once: each may wait up to
+// MaxWait for a fetch in flight.
+func (g *generation[T]) closeReaders() {
+	var wg sync.WaitGroup
+	for _, p := range g.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.reader.Close(); err != nil {
+				g.log.Warn("close partition reader", zap.Int("partition", p.id), zap.Error(err))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// commitLoop commits every CommitInterval until the generation stops.
+func (g *generation[T]) commitLoop() {
+	t := time.NewTicker(g.c.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop.Done():
+			return
+		case <-t.C:
+			g.commit(false)
+		}
+	}
+}
+
+// commit commits each partition's position when it moved, through the
+// generation (the coordinator refuses it once the generation is over, so a
+// revoked partition's offsets can never be moved by this member), and
+// updates the lag and in-flight gauges.
+func (g *generation[T]) commit(final bool) {
+	offsets := make(map[int]int64)
+	for _, p := range g.parts {
+		pos, ok, n := p.position()
+		p.metrics.inflight.Set(float64(n))
+		if ok && pos > p.committed {
+			offsets[p.id] = pos
+		}
+	}
+	if len(offsets) > 0 {
+		if err := g.kg.CommitOffsets(map[string]map[int]int64{g.c.cfg.Topic: offsets}); err != nil {
+			g.c.m.commits.WithLabelValues("error").Inc()
+			g.log.Warn("commit offsets", zap.Bool("final", final), zap.Any("offsets", offsets), zap.Error(err))
+		} else {
+			g.c.m.commits.WithLabelValues("ok").Inc()
+			for _, p := range g.parts {
+				if pos, ok := offsets[p.id]; ok {
+					p.committed = pos
+				}
+			}
+			if final {
+				g.log.Info("committed offsets", zap.Any("offsets", offsets))
+			}
+		}
+	}
+	for _, p := range g.parts {
+		p.updateLag()
+	}
+}
+
+// waitGroupFor waits for wg up to d and reports whether it finished. On
+// false the waiting goroutine lingers until wg finishes.
+func waitGroupFor(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	return waitUntil(done, time.Now().Add(d))
+}
+
+func partitionIDs(ps []*partition) []int {
+	ids := make([]int, len(ps))
+	for i, p := range ps {
+		ids[i] = p.id
+	}
+	return ids
+}

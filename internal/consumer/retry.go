@@ -1,0 +1,220 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/failure"
+)
+
+// errItemCount marks a handler that returned a per-item error slice of the
+// wrong length; the call counts as a transient batch failure.
+var errItemCount = errors.New("consumer: handler returned per-item errors for a different number of items")
+
+// settle brings every message of the lane's batch to an end: done, dead-
+// lettered, or (only when the generation stops) abandoned uncommitted.
+// Undecodable messages are dead-lettered first, then the rest is handled.
+func (g *generation[T]) settle(l *lane[T]) {
+	start := time.Now()
+	valid := l.batch[:0]
+	var invalid []pending[T]
+	for i := range l.batch {
+		e := &l.batch[i]
+		if e.err == nil {
+			valid = append(valid, *e)
+			continue
+		}
+		now := time.Now()
+		invalid = append(invalid, pending[T]{e: *e, class: classOf(e.err), cause: e.err, attempts: 1, first: now, last: now})
+	}
+	if len(invalid) > 0 && !g.deadLetter(l, invalid) {
+		return
+	}
+	if len(valid) > 0 {
+		g.c.m.batchSize.Observe(float64(len(valid)))
+		g.handle(l, valid)
+	}
+	g.c.m.batchDuration.Observe(time.Since(start).Seconds())
+}
+
+// handle calls the handler until every item is done or dead-lettered, and
+// reports false when it gave up because the generation stopped.
+//
+// Transient failures wait with backoff while the lane (and so its partitions'
+// windows) waits. Then the probe decides: a failing probe is an outage, the
+// failed items are retried as they are and no attempt counts; a healthy probe
+// means the items themselves fail, so several failed items are split and
+// retried one by one, and a single failed item (alone in the call, or the
+// only failure of it) counts an attempt, and is dead-lettered as exhausted
+// after MaxAttempts. A permanent batch error is split too, to find its item.
+func (g *generation[T]) handle(l *lane[T], envs []envelope[T]) bool {
+	for {
+		errs, batchErr := g.call(l, envs)
+		if failure.IsPermanent(batchErr) {
+			if len(envs) > 1 {
+				g.c.m.retries.WithLabelValues(retrySplit).Inc()
+				return g.alone(l, envs)
+			}
+			now := time.Now()
+			return g.deadLetter(l, []pending[T]{{e: envs[0], class: classOf(batchErr), cause: batchErr,
+				attempts: envs[0].attempts + 1, first: firstOr(envs[0].first, now), last: now}}) && g.recovered(l)
+		}
+		failed, cause, ok := g.sort(l, envs, errs, batchErr)
+		switch {
+		case !ok || (len(failed) > 0 && g.stop.Err() != nil):
+			return false
+		case len(failed) == 0:
+			return g.recovered(l)
+		}
+		if err := g.probeDeps(); err != nil {
+			g.c.health.fail(l.key, err)
+			g.c.m.retries.WithLabelValues(retryOutage).Inc()
+			g.log.Warn("dependency down, batch waits", zap.Int("lane", l.id), zap.Int("items", len(failed)),
+				zap.Error(cause), zap.NamedError("probe", err))
+		} else if len(failed) > 1 {
+			g.c.m.retries.WithLabelValues(retrySplit).Inc()
+			return g.alone(l, failed)
+		} else if g.countAttempt(l, &failed[0], cause) {
+			now := failed[0].last
+			return g.deadLetter(l, []pending[T]{{e: failed[0], class: dlq.ClassExhausted, cause: cause,
+				attempts: failed[0].attempts, first: failed[0].first, last: now}}) && g.recovered(l)
+		}
+		if !sleep(g.stop, l.bo.NextBackOff()) {
+			return false
+		}
+		envs = failed
+	}
+}
+
+// countAttempt records a failure of e alone and reports whether it used up
+// MaxAttempts; if not, Ready reports it until the retry settles.
+func (g *generation[T]) countAttempt(l *lane[T], e *envelope[T], cause error) (exhausted bool) {
+	now := time.Now()
+	e.attempts++
+	e.first, e.last = firstOr(e.first, now), now
+	if e.attempts >= g.c.cfg.MaxAttempts {
+		return true
+	}
+	g.c.health.fail(l.key, fmt.Errorf("consumer: partition %d offset %d failing (attempt %d/%d): %w",
+		e.part.id, e.msg.Offset, e.attempts, g.c.cfg.MaxAttempts, cause))
+	g.c.m.retries.WithLabelValues(retryItem).Inc()
+	g.log.Warn("item failed, retrying", zap.Int("partition", e.part.id), zap.Int64("offset", e.msg.Offset),
+		zap.Int("attempt", e.attempts), zap.Error(cause))
+	return false
+}
+
+// recovered clears the lane's failure state once a batch is settled.
+func (g *generation[T]) recovered(l *lane[T]) bool {
+	l.bo.Reset()
+	g.c.health.ok(l.key)
+	return true
+}
+
+// alone handles each item as a batch of its own, in order.
+func (g *generation[T]) alone(l *lane[T], envs []envelope[T]) bool {
+	for i := range envs {
+		if !g.handle(l, envs[i:i+1]) {
+			return false
+		}
+	}
+	return true
+}
+
+// call runs the handler on envs.
+func (g *generation[T]) call(l *lane[T], envs []envelope[T]) ([]error, error) {
+	l.items = l.items[:0]
+	for i := range envs {
+		l.items = append(l.items, Item[T]{Msg: envs[i].msg, Value: envs[i].value})
+	}
+	errs, err := g.c.handler.HandleBatch(g.work, l.items)
+	clear(l.items)
+	if err == nil && len(errs) != 0 && len(errs) != len(envs) {
+		err = fmt.Errorf("%w: %d errors for %d items", errItemCount, len(errs), len(envs))
+	}
+	return errs, err
+}
+
+// sort marks the done items done, dead-letters the permanent failures, and
+// returns the transient ones with the first transient cause. ok is false when
+// a dead-letter publish gave up because the generation stopped.
+func (g *generation[T]) sort(l *lane[T], envs []envelope[T], errs []error, batchErr error) (failed []envelope[T], cause error, ok bool) {
+	if batchErr != nil {
+		return envs, batchErr, true
+	}
+	var dead []pending[T]
+	for i := range envs {
+		var err error
+		if len(errs) > 0 {
+			err = errs[i]
+		}
+		switch {
+		case err == nil:
+			envs[i].part.done(envs[i].msg.Offset)
+		case failure.IsPermanent(err):
+			now := time.Now()
+			dead = append(dead, pending[T]{e: envs[i], class: classOf(err), cause: err,
+				attempts: envs[i].attempts + 1, first: firstOr(envs[i].first, now), last: now})
+		default:
+			if cause == nil {
+				cause = err
+			}
+			failed = append(failed, envs[i])
+		}
+	}
+	if len(dead) > 0 && !g.deadLetter(l, dead) {
+		return nil, nil, false
+	}
+	return failed, cause, true
+}
+
+// probeDeps asks the probe whether the handler's dependencies are up.
+func (g *generation[T]) probeDeps() error {
+	if g.c.probe == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(g.work, g.c.cfg.ProbeTimeout)
+	defer cancel()
+	return g.c.probe(ctx)
+}
+
+// classOf is the dead-letter class of a permanent error ("invalid" if unset).
+func classOf(err error) dlq.Class {
+	if c := failure.ClassOf(err); c != "" {
+		return dlq.Class(c)
+	}
+	return dlq.ClassInvalid
+}
+
+func firstOr(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now
+	}
+	return t
+}
+
+// newBackoff is exponential with jitter, capped, never giving up.
+func newBackoff(cfg Config) *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(cfg.BackoffInitial),
+		backoff.WithMaxInterval(cfg.BackoffMax),
+		backoff.WithMaxElapsedTime(0),
+	)
+}
+
+// sleep waits d unless ctx ends first, and reports whether it waited.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
