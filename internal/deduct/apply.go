@@ -1,0 +1,222 @@
+package deduct
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/ledger"
+)
+
+// Apply records a batch of validated events, which may span several
+// merchants, and returns one Result per event, in order. See the package
+// documentation for the protocol.
+//
+// An error is transient and concerns the whole batch (Redis or MySQL down, a
+// lock lost, deadlocks that kept coming): nothing of the batch may be assumed
+// done, and applying the same batch again is safe.
+func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) ([]Result, error) {
+	start := time.Now()
+	results := make([]Result, len(events))
+	s := screen(events, results)
+	if len(s.open) > 0 {
+		if err := d.applyLocked(ctx, events, s.open, results); err != nil {
+			d.metrics.failedBatches.Inc()
+			if errors.Is(err, ErrLockLost) {
+				d.metrics.lockLost.Inc()
+			}
+			return nil, err
+		}
+	}
+	s.finish(results)
+	for _, r := range results {
+		d.metrics.outcomes.WithLabelValues(string(r.Outcome)).Inc()
+	}
+	d.metrics.batchEvents.Observe(float64(len(events)))
+	d.metrics.batchSeconds.Observe(time.Since(start).Seconds())
+	return results, nil
+}
+
+// applyLocked runs the batch under its merchants' locks.
+func (d *Deductor) applyLocked(ctx context.Context, events []event.PaymentSucceeded, open []int, results []Result) (err error) {
+	var merchants []string
+	for _, i := range open {
+		merchants = append(merchants, events[i].MerchantID)
+	}
+	slices.Sort(merchants)
+	held, err := d.lockAll(ctx, slices.Compact(merchants))
+	if err != nil {
+		return err
+	}
+	fctx, stop := fence(ctx, held)
+	defer func() {
+		stop()
+		var crash *crashError
+		if errors.As(err, &crash) {
+			return // a simulated kill releases nothing
+		}
+		d.releaseAll(ctx, held)
+	}()
+	err = d.step(stepLocked)
+	if err == nil {
+		err = d.redoLoop(fctx, held, events, open, results)
+	}
+	return lockCause(fctx, err)
+}
+
+// redoLoop runs attempts until one settles the batch. A stale cache, a
+// concurrent duplicate or a refused value sends it back to the existing-events
+// query; the bound turns an endless cause into a transient error.
+func (d *Deductor) redoLoop(ctx context.Context, held map[string]HeldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
+	open = slices.Clone(open)
+	for redo := 0; ; redo++ {
+		err := d.attempt(ctx, held, events, open, results)
+		if err == nil {
+			return nil
+		}
+		if redo >= d.opts.MaxRedo {
+			return fmt.Errorf("deduct: batch not settled after %d redos: %w", redo, err)
+		}
+		var guard *ledger.GuardError
+		var ref *ledger.RefusedError
+		switch {
+		case errors.As(err, &guard):
+			// Redis allowed what MySQL refuses: the hash over-reports. Drop it;
+			// the redo hydrates it from MySQL and gives honest outcomes.
+			d.metrics.staleRehydrations.Inc()
+			d.metrics.redos.WithLabelValues("stale_cache").Inc()
+			d.log.Warn("stale quota cache: balance guard refused the batch, rehydrating",
+				zap.String("merchant_id", guard.MerchantID), zap.Int64("amount", guard.Amount))
+			if err := d.drop(ctx, held[guard.MerchantID], guard.MerchantID); err != nil {
+				return err
+			}
+		case errors.Is(err, ledger.ErrDuplicate):
+			// Another holder recorded some of these events (we lost the lock
+			// for a while); the next existing-events query sees them.
+			d.metrics.redos.WithLabelValues("duplicate").Inc()
+		case errors.As(err, &ref) && refusedIn(events, open, ref.EventID) >= 0:
+			k := refusedIn(events, open, ref.EventID)
+			i, m := open[k], events[open[k]].MerchantID
+			results[i] = refused(ref.EventID, ref)
+			open = slices.Delete(open, k, k+1)
+			d.metrics.redos.WithLabelValues("refused").Inc()
+			// Its deduction, if any, is undone by rehydrating the merchant.
+			if err := d.drop(ctx, held[m], m); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// refusedIn is the position in open of the event the database refused, or -1
+// (unknown event: the refusal stays a transient error of the whole batch).
+func refusedIn(events []event.PaymentSucceeded, open []int, eventID string) int {
+	if eventID == "" {
+		return -1
+	}
+	return slices.IndexFunc(open, func(i int) bool { return events[i].EventID == eventID })
+}
+
+// attempt is one pass of the protocol over the open events. Results are
+// written only when the whole pass succeeded.
+func (d *Deductor) attempt(ctx context.Context, held map[string]HeldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
+	out := make(map[int]Result, len(open))
+	confirm := make(map[string][]string) // merchant -> event ids now in MySQL
+
+	ids := make([]string, len(open))
+	for k, i := range open {
+		ids[k] = events[i].EventID
+	}
+	existing, err := d.ledger.ExistingEvents(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var fresh []int
+	for _, i := range open {
+		ev := events[i]
+		row, found := existing[ev.EventID]
+		switch {
+		case !found:
+			fresh = append(fresh, i)
+		case row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && row.Kind != ledger.KindCredit:
+			out[i] = Result{Outcome: Duplicate, BalanceAfter: value(row.BalanceAfter)}
+			confirm[ev.MerchantID] = append(confirm[ev.MerchantID], ev.EventID)
+		default:
+			out[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) is already recorded as %s of %d for merchant %s",
+				ev.EventID, ev.MerchantID, ev.Amount, row.Kind, row.Amount, row.MerchantID))
+		}
+	}
+
+	codes, err := d.deductAll(ctx, held, events, fresh)
+	if err != nil {
+		return err
+	}
+	if err := d.step(stepDeducted); err != nil {
+		return err
+	}
+
+	rows := make([]ledger.Row, 0, len(fresh))
+	rowOf := make([]int, 0, len(fresh)) // rows[k] records events[rowOf[k]]
+	for _, i := range fresh {
+		ev := events[i]
+		switch codes[i] {
+		case codeDeducted, codeReused:
+			rows = append(rows, debitRow(ev))
+		case codeNotEnough:
+			rows = append(rows, rejectedRow(ev, ledger.ReasonInsufficient))
+		case codeUnknown:
+			rows = append(rows, rejectedRow(ev, ledger.ReasonUnknownMerchant))
+		case codePendingDiff:
+			out[i] = conflict(fmt.Errorf("deduct: event %s (amount %d) is pending in Redis with another amount", ev.EventID, ev.Amount))
+			continue
+		default:
+			return fmt.Errorf("deduct: event %s: no deduction code", ev.EventID)
+		}
+		rowOf = append(rowOf, i)
+	}
+	if err := d.ledger.Commit(ctx, rows); err != nil {
+		return err
+	}
+	if err := d.step(stepCommitted); err != nil {
+		return err
+	}
+
+	for k, i := range rowOf {
+		r := Result{BalanceAfter: value(rows[k].BalanceAfter)}
+		switch rows[k].Kind {
+		case ledger.KindDebit:
+			r.Outcome = Applied
+			confirm[rows[k].MerchantID] = append(confirm[rows[k].MerchantID], rows[k].EventID)
+		case ledger.KindRejected:
+			r.Outcome = Insufficient
+			if rows[k].Reason == ledger.ReasonUnknownMerchant {
+				r.Outcome = UnknownMerchant
+			}
+		}
+		out[i] = r
+	}
+	if err := d.confirmAll(ctx, held, confirm); err != nil {
+		return err
+	}
+	if err := d.step(stepConfirmed); err != nil {
+		return err
+	}
+	for i, r := range out {
+		results[i] = r
+	}
+	return nil
+}
+
+func value(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

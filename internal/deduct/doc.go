@@ -1,0 +1,47 @@
+// Package deduct is the write path of a payment: per merchant and per batch,
+// under the merchant lock, an atomic Lua deduction in Redis, one MySQL
+// transaction that records every event (package ledger), and a Lua confirm.
+//
+// # Redis state
+//
+// quota:{m} is a hash:
+//
+//	remain       what the merchant may still use, as far as Redis knows
+//	ver          bumped by every mutation (hydration sets it to the time in µs,
+//	             so a dropped and re-created hash never repeats an earlier ver)
+//	p:<event_id> "<amount>:<unix_ms>": a deduction not yet confirmed in MySQL,
+//	             with when it was made (the reconciler ages orphans by it)
+//
+// A missing hash is not zero and not infinite: the deduction script reports
+// it without writing, the Deductor reads merchant_balance (credited - debited)
+// and hydrates the hash with a fenced script that only writes if remain is
+// still missing, then deducts again. Every script first compares the merchant
+// lock's value with the caller's token (fencing) and fails with ErrLockLost
+// if it differs.
+//
+// # The protocol (Apply)
+//
+//  1. Lock the batch's merchants in sorted order (no deadlock between workers).
+//  2. One indexed query for the event_ids already in the ledger: same merchant
+//     and amount is a duplicate, anything else a permanent conflict.
+//  3. One pipelined round trip of Lua deductions, one call per merchant. Per
+//     event: p:<id> present (deducted before a crash) is reused; remain >=
+//     amount deducts and sets p:<id>; else insufficient.
+//  4. One MySQL transaction inserts a row per event (debit or rejected) and
+//     moves each merchant's balance once, behind the overdraft guard. A guard
+//     that fails means Redis over-reported: the hash is dropped, hydrated from
+//     MySQL, and the batch redone (bounded).
+//  5. One pipelined round trip of Lua confirms deletes the p: fields of the
+//     batch's events now in MySQL, duplicates included (a crash after the
+//     commit leaves them behind).
+//  6. Unlock.
+//
+// A process killed between any two steps, followed by a redelivery of the same
+// events, ends in the state of a run without the kill: the ledger's unique
+// event_id stops a second row, p:<id> stops a second Redis deduction, and the
+// confirm of duplicates clears what the kill left.
+//
+// An error returned by Apply is transient and concerns the whole batch: none
+// of it may be assumed done, and applying the same batch again is safe.
+// Per-event permanent errors (conflict, refused, invalid) are in the Results.
+package deduct

@@ -1,0 +1,200 @@
+package deduct
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/testenv"
+)
+
+// counterIDs is a test IDSource: an atomic counter.
+type counterIDs struct{ n atomic.Int64 }
+
+func (c *counterIDs) NextIDs(dst []int64) error {
+	end := c.n.Add(int64(len(dst)))
+	for i := range dst {
+		dst[i] = end - int64(len(dst)) + int64(i) + 1
+	}
+	return nil
+}
+
+// env is one test's real Redis prefix and MySQL database.
+type env struct {
+	t      testing.TB
+	redis  *testenv.Redis
+	mysql  *testenv.MySQL
+	ids    *counterIDs
+	store  *ledger.Store
+	locker *testLocker
+	d      *Deductor
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	e := &env{t: t, redis: testenv.NewRedis(t), mysql: testenv.NewMySQL(t), ids: &counterIDs{}}
+	e.locker = newTestLocker(e.redis.Client, e.redis.Keys, 30*time.Second)
+	e.store = e.newStore()
+	e.d = e.newDeductor()
+	return e
+}
+
+func (e *env) newStore() *ledger.Store {
+	s, err := ledger.New(e.mysql.DB, e.ids, nil, ledger.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// newDeductor is a fresh Deductor on the same services, as after a restart.
+func (e *env) newDeductor() *Deductor {
+	d, err := New(e.redis.Client, e.redis.Keys, e.locker, e.store, nil, nil, Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+func (e *env) grant(merchant string, amount int64) {
+	e.t.Helper()
+	id := fmt.Sprintf("grant-%s-%d", merchant, time.Now().UnixNano())
+	if _, err := e.d.Grant(context.Background(), merchant, amount, id); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) apply(d *Deductor, events []event.PaymentSucceeded) []Result {
+	e.t.Helper()
+	res, err := d.Apply(context.Background(), events)
+	if err != nil {
+		e.t.Fatalf("Apply: %v", err)
+	}
+	return res
+}
+
+func pay(id, merchant string, amount int64) event.PaymentSucceeded {
+	return event.PaymentSucceeded{EventID: id, PaymentID: "pay-" + id, MerchantID: merchant, Amount: amount,
+		Source: event.SourcePC, OccurredAt: time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)}
+}
+
+// quota reads a merchant's hash: remain (-1 when missing) and pending fields.
+func (e *env) quota(merchant string) (remain int64, pending map[string]string) {
+	e.t.Helper()
+	h, err := e.redis.Client.HGetAll(context.Background(), e.redis.Keys.Quota(merchant)).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	remain = -1
+	pending = make(map[string]string)
+	for f, v := range h {
+		switch {
+		case f == FieldRemain:
+			remain, _ = strconv.ParseInt(v, 10, 64)
+		case strings.HasPrefix(f, PendingPrefix):
+			pending[strings.TrimPrefix(f, PendingPrefix)] = v
+		}
+	}
+	return remain, pending
+}
+
+func (e *env) balance(merchant string) ledger.Balance {
+	e.t.Helper()
+	bals, err := e.store.Balances(context.Background(), []string{merchant})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return bals[merchant]
+}
+
+// checkConsistent asserts the invariants of a quiet system: every balance row
+// equals the sums of its ledger rows, every cached remain equals credited -
+// debited, and no p: field is left.
+func (e *env) checkConsistent() {
+	e.t.Helper()
+	ctx := context.Background()
+	sums, err := e.store.Sums(ctx, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var bals []ledger.Balance
+	if err := e.mysql.DB.WithContext(ctx).Find(&bals).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	for _, b := range bals {
+		s := sums[b.MerchantID]
+		if s.Credited != b.Credited || s.Debited != b.Debited {
+			e.t.Errorf("merchant %s: balance row credited=%d debited=%d, ledger rows credited=%d debited=%d",
+				b.MerchantID, b.Credited, b.Debited, s.Credited, s.Debited)
+		}
+		remain, pending := e.quota(b.MerchantID)
+		if remain != -1 && remain != b.Available() {
+			e.t.Errorf("merchant %s: Redis remain %d, MySQL credited - debited %d", b.MerchantID, remain, b.Available())
+		}
+		if len(pending) > 0 {
+			e.t.Errorf("merchant %s: pending fields left: %v", b.MerchantID, pending)
+		}
+	}
+}
+
+// snapshot is the observable state, without ids and timestamps, to compare runs.
+type snapshot struct {
+	Rows     []string
+	Balances []string
+	Redis    []string
+}
+
+func (e *env) snapshot(merchants ...string) snapshot {
+	e.t.Helper()
+	var s snapshot
+	var rows []ledger.Row
+	if err := e.mysql.DB.Order("event_id").Find(&rows).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Kind == ledger.KindCredit {
+			continue // grant ids differ between runs
+		}
+		s.Rows = append(s.Rows, fmt.Sprintf("%s %s %s %d after=%v %s", r.EventID, r.MerchantID, r.Kind, r.Amount, value(r.BalanceAfter), r.Reason))
+	}
+	var bals []ledger.Balance
+	if err := e.mysql.DB.Order("merchant_id").Find(&bals).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	for _, b := range bals {
+		s.Balances = append(s.Balances, fmt.Sprintf("%s %d %d", b.MerchantID, b.Credited, b.Debited))
+	}
+	sort.Strings(merchants)
+	for _, m := range merchants {
+		remain, pending := e.quota(m)
+		s.Redis = append(s.Redis, fmt.Sprintf("%s remain=%d pending=%d", m, remain, len(pending)))
+	}
+	return s
+}
+
+func counterValue(t testing.TB, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func outcomes(res []Result) []Outcome {
+	out := make([]Outcome, len(res))
+	for i, r := range res {
+		out[i] = r.Outcome
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package deduct
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the write path. No label carries a merchant id.
+type Metrics struct {
+	outcomes          *prometheus.CounterVec
+	hydrations        prometheus.Counter
+	staleRehydrations prometheus.Counter
+	redos             *prometheus.CounterVec
+	lockLost          prometheus.Counter
+	failedBatches     prometheus.Counter
+	batchSeconds      prometheus.Histogram
+	batchEvents       prometheus.Histogram
+}
+
+// NewMetrics creates the collectors and registers them with reg, unless reg is nil.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "billing_deduct_events_total",
+			Help: "Payment events by outcome (applied, duplicate, insufficient, unknown_merchant, conflict, refused, invalid).",
+		}, []string{"outcome"}),
+		hydrations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "billing_deduct_hydrations_total",
+			Help: "Quota hashes loaded into Redis from merchant_balance because they were missing.",
+		}),
+		staleRehydrations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "billing_deduct_stale_rehydrations_total",
+			Help: "Quota hashes dropped because the MySQL guard refused what Redis allowed (Redis over-reported).",
+		}),
+		redos: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "billing_deduct_batch_redos_total",
+			Help: "Batches redone from the existing-events query, by reason (stale_cache, duplicate, refused).",
+		}, []string{"reason"}),
+		lockLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "billing_deduct_lock_lost_total",
+			Help: "Batches aborted because a merchant lock was lost.",
+		}),
+		failedBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "billing_deduct_batch_failures_total",
+			Help: "Batches that returned a transient error.",
+		}),
+		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "billing_deduct_batch_seconds",
+			Help:    "Duration of Apply for one batch, locks included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		batchEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "billing_deduct_batch_events",
+			Help:    "Events per applied batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.outcomes, m.hydrations, m.staleRehydrations, m.redos,
+			m.lockLost, m.failedBatches, m.batchSeconds, m.batchEvents} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("deduct: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}

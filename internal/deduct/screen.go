@@ -1,0 +1,93 @@
+package deduct
+
+import (
+	"fmt"
+
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/failure"
+	"github.com/quotaflow/billing/internal/ledger"
+)
+
+// screened is a batch after the checks that need no I/O.
+type screened struct {
+	open   []int       // first occurrences still to apply, in batch order
+	copies map[int]int // later occurrence -> first occurrence, same merchant and amount
+}
+
+// screen resolves what needs no I/O: repeated event_ids within the batch (same
+// merchant and amount: the later one is a duplicate of the first; otherwise a
+// conflict) and events the contract or the table would refuse.
+func screen(events []event.PaymentSucceeded, results []Result) screened {
+	s := screened{copies: make(map[int]int)}
+	first := make(map[string]int, len(events))
+	for i, ev := range events {
+		if p, seen := first[ev.EventID]; seen {
+			if q := events[p]; q.MerchantID == ev.MerchantID && q.Amount == ev.Amount {
+				s.copies[i] = p
+			} else {
+				results[i] = conflict(fmt.Errorf("deduct: event %s appears twice in the batch: merchant %s amount %d, then merchant %s amount %d",
+					ev.EventID, q.MerchantID, q.Amount, ev.MerchantID, ev.Amount))
+			}
+			continue
+		}
+		first[ev.EventID] = i
+		if err := validate(ev); err != nil {
+			results[i] = Result{Outcome: Invalid, Err: failure.Permanent(failure.ClassInvalid, err)}
+			continue
+		}
+		if err := debitRow(ev).Check(); err != nil {
+			results[i] = refused(ev.EventID, err)
+			continue
+		}
+		s.open = append(s.open, i)
+	}
+	return s
+}
+
+// finish gives each later occurrence the result of its first: a duplicate,
+// or the same permanent error.
+func (s screened) finish(results []Result) {
+	for i, p := range s.copies {
+		r := results[p]
+		if r.Err == nil {
+			r.Outcome = Duplicate
+		}
+		results[i] = r
+	}
+}
+
+// validate repeats the checks of the event contract that keep the Redis keys
+// sound (ids become hash tags) and the amounts within exact Lua arithmetic.
+func validate(ev event.PaymentSucceeded) error {
+	switch {
+	case !event.ValidID(ev.EventID):
+		return fmt.Errorf("deduct: event_id %q is not 1..64 characters of [A-Za-z0-9_.:-]", ev.EventID)
+	case !event.ValidID(ev.MerchantID):
+		return fmt.Errorf("deduct: merchant_id %q of event %s is not 1..64 characters of [A-Za-z0-9_.:-]", ev.MerchantID, ev.EventID)
+	case ev.Amount < 1 || ev.Amount > event.MaxAmount:
+		return fmt.Errorf("deduct: amount %d of event %s is outside 1..10^12", ev.Amount, ev.EventID)
+	}
+	return nil
+}
+
+func conflict(err error) Result {
+	return Result{Outcome: Conflict, Err: failure.Permanent(failure.ClassConflict, err)}
+}
+
+func refused(eventID string, err error) Result {
+	return Result{Outcome: Refused, Err: failure.Permanent(failure.ClassRefused,
+		fmt.Errorf("deduct: event %s refused by the ledger: %w", eventID, err))}
+}
+
+func debitRow(ev event.PaymentSucceeded) ledger.Row {
+	return ledger.Row{
+		EventID: ev.EventID, MerchantID: ev.MerchantID, Kind: ledger.KindDebit, Amount: ev.Amount,
+		Reason: ledger.ReasonPayment, PaymentID: ev.PaymentID, Source: string(ev.Source), OccurredAt: ev.OccurredAt.UTC(),
+	}
+}
+
+func rejectedRow(ev event.PaymentSucceeded, reason string) ledger.Row {
+	r := debitRow(ev)
+	r.Kind, r.Reason = ledger.KindRejected, reason
+	return r
+}

@@ -1,0 +1,125 @@
+package ledger
+
+import (
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+)
+
+// Sentinel errors; use errors.Is.
+var (
+	// ErrGuard: a guarded balance update matched no row. Use errors.As with
+	// *GuardError for the merchant.
+	ErrGuard = errors.New("ledger: balance guard refused the debit")
+	// ErrDuplicate: an inserted event_id (or row id) is already in the ledger;
+	// the transaction was rolled back.
+	ErrDuplicate = errors.New("ledger: duplicate ledger row")
+	// ErrConflict: an id is already in the ledger with another merchant,
+	// amount or kind.
+	ErrConflict = errors.New("ledger: event id already recorded with different content")
+	// ErrRefused: the database refused a value. Use errors.As with *RefusedError.
+	ErrRefused = errors.New("ledger: value refused by the database")
+)
+
+// GuardError names the merchant whose balance could not cover the debit, or
+// which has no balance row at all. Either way the cache that allowed the debit
+// was stale.
+type GuardError struct {
+	MerchantID string
+	Amount     int64
+}
+
+func (e *GuardError) Error() string {
+	return "ledger: balance guard refused a debit of " + strconv.FormatInt(e.Amount, 10) +
+		" for merchant " + e.MerchantID
+}
+
+// Is makes errors.Is(err, ErrGuard) hold.
+func (e *GuardError) Is(target error) bool { return target == ErrGuard }
+
+// RefusedError is a value the database refused. EventID names the offending
+// row when it can be identified, and is empty otherwise.
+type RefusedError struct {
+	EventID string
+	Err     error
+}
+
+func (e *RefusedError) Error() string {
+	if e.EventID == "" {
+		return "ledger: value refused by the database: " + e.Err.Error()
+	}
+	return "ledger: value of event " + e.EventID + " refused by the database: " + e.Err.Error()
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRefused) hold.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+
+// MySQL and MariaDB error numbers.
+const (
+	errLockWaitTimeout = 1205
+	errDeadlock        = 1213
+	errDupEntry        = 1062
+	errDataTooLong     = 1406
+	errOutOfRange      = 1264
+	errTruncated       = 1265
+	errIncorrectValue  = 1366
+	errBadDatetime     = 1292
+	errNotNull         = 1048
+	errValueOutOfRange = 1690 // BIGINT overflow in an expression
+	errCheckMySQL      = 3819 // MySQL 8 check constraint
+	errCheckMariaDB    = 4025 // MariaDB CONSTRAINT ... failed
+)
+
+func mysqlNumber(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+// retryable reports a deadlock or a lock wait timeout: the whole transaction
+// may simply be tried again.
+func retryable(err error) bool {
+	n := mysqlNumber(err)
+	return n == errDeadlock || n == errLockWaitTimeout
+}
+
+func duplicate(err error) bool {
+	return mysqlNumber(err) == errDupEntry || errors.Is(err, gorm.ErrDuplicatedKey)
+}
+
+func refused(err error) bool {
+	switch mysqlNumber(err) {
+	case errDataTooLong, errOutOfRange, errTruncated, errIncorrectValue, errBadDatetime,
+		errNotNull, errValueOutOfRange, errCheckMySQL, errCheckMariaDB:
+		return true
+	}
+	return errors.Is(err, gorm.ErrCheckConstraintViolated)
+}
+
+var atRow = regexp.MustCompile(`at row (\d+)\s*$`)
+
+// refusedRow returns the 0-based row of a multi-row INSERT named by the
+// server's message ("... at row N"), or -1.
+func refusedRow(err error) int {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return -1
+	}
+	m := atRow.FindStringSubmatch(strings.TrimSpace(me.Message))
+	if m == nil {
+		return -1
+	}
+	n, convErr := strconv.Atoi(m[1])
+	if convErr != nil || n < 1 {
+		return -1
+	}
+	return n - 1
+}

@@ -1,0 +1,76 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+const upsertCreditSQL = "INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES (?, ?, 0) " +
+	"ON DUPLICATE KEY UPDATE credited = credited + ?"
+
+// Grant credits amount to a merchant, once per grantID, in one transaction: a
+// credit row (event_id = grantID) and credited += amount, creating the
+// merchant's balance row when it has none.
+//
+// It returns the credit row and whether it was already recorded (a repeated
+// grant: nothing changes). The same grantID with another merchant, amount or
+// kind is an error wrapping ErrConflict. The caller holds the merchant lock.
+func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, grantID string) (Row, bool, error) {
+	row := Row{
+		EventID: grantID, MerchantID: merchantID, Kind: KindCredit, Amount: amount,
+		Reason: ReasonGrant, OccurredAt: s.now().UTC(),
+	}
+	if err := row.Check(); err != nil {
+		return Row{}, false, &RefusedError{EventID: grantID, Err: err}
+	}
+	ids := []Row{row}
+	if err := s.assignIDs(ids); err != nil {
+		return Row{}, false, err
+	}
+	row = ids[0]
+	row.CreatedAt = row.OccurredAt
+	// A concurrent insert of the same id (another merchant's event, not under
+	// our lock) makes the INSERT fail; the second attempt then finds the row.
+	for attempt := 0; ; attempt++ {
+		var existing *Row
+		r := row
+		err := s.inTx(ctx, func(tx *gorm.DB) error {
+			existing = nil
+			var found []Row
+			if err := tx.Where("event_id = ?", grantID).Limit(1).Find(&found).Error; err != nil {
+				return fmt.Errorf("ledger: read grant: %w", err)
+			}
+			if len(found) == 1 {
+				existing = &found[0]
+				return nil
+			}
+			if err := tx.Exec(upsertCreditSQL, merchantID, amount, amount).Error; err != nil {
+				return fmt.Errorf("ledger: credit merchant %s: %w", merchantID, err)
+			}
+			var bal Balance
+			if err := tx.Where("merchant_id = ?", merchantID).Take(&bal).Error; err != nil {
+				return fmt.Errorf("ledger: read balance: %w", err)
+			}
+			after := bal.Available()
+			r.BalanceAfter = &after
+			return tx.Create(&r).Error
+		})
+		switch {
+		case err == nil && existing != nil:
+			if existing.Kind != KindCredit || existing.MerchantID != merchantID || existing.Amount != amount {
+				return *existing, false, fmt.Errorf("%w: grant %s is recorded as %s of %d for merchant %s, not credit of %d for %s",
+					ErrConflict, grantID, existing.Kind, existing.Amount, existing.MerchantID, amount, merchantID)
+			}
+			return *existing, true, nil
+		case err == nil:
+			return r, false, nil
+		case duplicate(err) && attempt == 0:
+			continue
+		case refused(err):
+			return Row{}, false, &RefusedError{EventID: grantID, Err: err}
+		}
+		return Row{}, false, fmt.Errorf("ledger: grant %s: %w", grantID, err)
+	}
+}

@@ -1,0 +1,36 @@
+package ledger
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the ledger store.
+type Metrics struct {
+	deadlockRetries prometheus.Counter
+	txSeconds       prometheus.Histogram
+}
+
+// NewMetrics creates the collectors and registers them with reg, unless reg is nil.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		deadlockRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "billing_ledger_deadlock_retries_total",
+			Help: "Ledger transactions tried again after a MySQL deadlock or lock wait timeout.",
+		}),
+		txSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "billing_ledger_transaction_seconds",
+			Help:    "Duration of one ledger transaction attempt.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.deadlockRetries, m.txSeconds} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("ledger: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,101 @@
+package ledger
+
+import (
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Kind is the kind of a ledger row.
+type Kind string
+
+// The kinds of ledger rows.
+const (
+	KindCredit   Kind = "credit"   // quota granted; adds to credited
+	KindDebit    Kind = "debit"    // quota used by a payment; adds to debited
+	KindRejected Kind = "rejected" // a payment that used nothing (insufficient, unknown merchant)
+)
+
+// Reasons written on ledger rows.
+const (
+	ReasonPayment         = "payment"
+	ReasonGrant           = "grant"
+	ReasonInsufficient    = "insufficient"
+	ReasonUnknownMerchant = "unknown_merchant"
+)
+
+// Column limits of quota_ledger (migrations/0002_quota_ledger.up.sql).
+const (
+	maxIDChars        = 64
+	maxReasonChars    = 64
+	maxPaymentIDChars = 128
+	maxSourceChars    = 16
+)
+
+// Row is one quota_ledger row.
+type Row struct {
+	ID           int64     `gorm:"column:id;primaryKey;autoIncrement:false"`
+	EventID      string    `gorm:"column:event_id"`
+	MerchantID   string    `gorm:"column:merchant_id"`
+	Kind         Kind      `gorm:"column:kind"`
+	Amount       int64     `gorm:"column:amount"`
+	BalanceAfter *int64    `gorm:"column:balance_after"` // nil: the merchant is unknown
+	Reason       string    `gorm:"column:reason"`
+	PaymentID    string    `gorm:"column:payment_id"`
+	Source       string    `gorm:"column:source"`
+	OccurredAt   time.Time `gorm:"column:occurred_at"`
+	CreatedAt    time.Time `gorm:"column:created_at"`
+}
+
+// TableName is the GORM table of Row.
+func (Row) TableName() string { return "quota_ledger" }
+
+// Check reports a value the table would refuse, before anything is written, so
+// the offending event can be named. It mirrors the column definitions.
+func (r Row) Check() error {
+	switch {
+	case r.EventID == "" || utf8.RuneCountInString(r.EventID) > maxIDChars:
+		return fmt.Errorf("event_id must be 1..%d characters", maxIDChars)
+	case r.MerchantID == "" || utf8.RuneCountInString(r.MerchantID) > maxIDChars:
+		return fmt.Errorf("merchant_id must be 1..%d characters", maxIDChars)
+	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected:
+		return fmt.Errorf("kind %q is not credit, debit or rejected", r.Kind)
+	case r.Amount <= 0:
+		return fmt.Errorf("amount %d must be positive", r.Amount)
+	case utf8.RuneCountInString(r.Reason) > maxReasonChars:
+		return fmt.Errorf("reason longer than %d characters", maxReasonChars)
+	case utf8.RuneCountInString(r.PaymentID) > maxPaymentIDChars:
+		return fmt.Errorf("payment_id longer than %d characters", maxPaymentIDChars)
+	case utf8.RuneCountInString(r.Source) > maxSourceChars:
+		return fmt.Errorf("source longer than %d characters", maxSourceChars)
+	case !utf8.ValidString(r.PaymentID) || !utf8.ValidString(r.EventID) || !utf8.ValidString(r.MerchantID):
+		return fmt.Errorf("ids must be valid UTF-8")
+	}
+	if y := r.OccurredAt.UTC().Year(); y < 1000 || y > 9999 {
+		return fmt.Errorf("occurred_at %s is outside the DATETIME range", r.OccurredAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Balance is one merchant_balance row: the truth about a merchant's quota.
+type Balance struct {
+	MerchantID string    `gorm:"column:merchant_id;primaryKey"`
+	Credited   int64     `gorm:"column:credited"`
+	Debited    int64     `gorm:"column:debited"`
+	CreatedAt  time.Time `gorm:"column:created_at"`
+	UpdatedAt  time.Time `gorm:"column:updated_at"`
+}
+
+// TableName is the GORM table of Balance.
+func (Balance) TableName() string { return "merchant_balance" }
+
+// Available is what the merchant may still use: credited - debited.
+func (b Balance) Available() int64 { return b.Credited - b.Debited }
+
+// Sums are the totals of one merchant's ledger rows.
+type Sums struct {
+	MerchantID string
+	Credited   int64 // sum of credit rows
+	Debited    int64 // sum of debit rows
+	Rejected   int64 // number of rejected rows
+}
