@@ -1,10 +1,278 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/term"
+
+	"github.com/quotaflow/billing/internal/config"
+	"github.com/quotaflow/billing/internal/dial"
+	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/logging"
 )
 
+const dlqUsage = `billingctl dlq: inspect and replay the dead-letter topic (KAFKA_DLQ_TOPIC)
+
+  billingctl dlq ls [--list] [--output text|json] [--top N] [--topic DLQ]
+  billingctl dlq replay [--error-class C,..] [--merchant M,..] [--event-id E,..]
+                        [--since T] [--until T] [--partition P,..] [--offset-from N] [--offset-to N]
+                        [--limit N] [--dry-run] [--rate N] [--to-topic T] [--job-id ID]
+                        [--max-replays N] [--progress-file F] [--restart] [--output text|json]
+
+Times are RFC 3339 (2026-11-29T07:00:00Z) or a duration ago (90m, 2h, 7d), on the
+time a record was dead-lettered. Neither command joins a consumer group.
+`
+
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, dlqUsage)
+		return errUsage
+	}
+	switch args[0] {
+	case "ls":
+		return runDLQList(ctx, args[1:], stdout, stderr)
+	case "replay":
+		return runDLQReplay(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, dlqUsage)
+		return nil
+	}
+	fmt.Fprintf(stderr, "billingctl dlq: unknown command %q\n\n%s", args[0], dlqUsage)
 	return errUsage
+}
+
+func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("dlq ls", stderr)
+	list := fs.Bool("list", false, "print one line per record")
+	output := fs.String("output", "text", "text or json")
+	top := fs.Int("top", 20, "merchants shown in the text summary (0: all)")
+	topic := fs.String("topic", "", "DLQ topic (default KAFKA_DLQ_TOPIC)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || !validOutput(*output) {
+		return usageError(fs, stderr, "")
+	}
+	c, cfg, err := dlqClient()
+	if err != nil {
+		return err
+	}
+	if *topic == "" {
+		*topic = cfg.Kafka.DLQTopic
+	}
+	if *output == "json" {
+		j := dlq.NewJSONList(stdout, *list)
+		s, err := c.Summarize(ctx, *topic, j.Add)
+		if err != nil {
+			return err
+		}
+		return j.Close(s)
+	}
+	var each func(dlq.Entry) error
+	if *list {
+		if _, err := io.WriteString(stdout, dlq.ListHeader); err != nil {
+			return err
+		}
+		each = func(e dlq.Entry) error { return dlq.WriteListLine(stdout, e) }
+	}
+	s, err := c.Summarize(ctx, *topic, each)
+	if err != nil {
+		return err
+	}
+	if *list {
+		fmt.Fprintln(stdout)
+	}
+	return s.WriteText(stdout, *top)
+}
+
+func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("dlq replay", stderr)
+	var o dlq.ReplayOptions
+	var classes, merchants, events, since, until, partitions string
+	offsetFrom, offsetTo := int64(-1), int64(-1)
+	fs.StringVar(&classes, "error-class", "", "only these error classes, comma-separated (invalid, conflict, refused, exhausted)")
+	fs.StringVar(&merchants, "merchant", "", "only these merchants, comma-separated")
+	fs.StringVar(&events, "event-id", "", "only these event ids, comma-separated")
+	fs.StringVar(&since, "since", "", "only records dead-lettered at or after T (RFC 3339 or a duration ago)")
+	fs.StringVar(&until, "until", "", "only records dead-lettered before T (RFC 3339 or a duration ago)")
+	fs.StringVar(&partitions, "partition", "", "only these DLQ partitions, comma-separated")
+	fs.Int64Var(&offsetFrom, "offset-from", -1, "lowest DLQ offset, inclusive")
+	fs.Int64Var(&offsetTo, "offset-to", -1, "highest DLQ offset, inclusive")
+	fs.IntVar(&o.Limit, "limit", 0, "send at most N records in this run (0: all)")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "print exactly what would be sent; send and record nothing")
+	fs.Float64Var(&o.Rate, "rate", 0, "at most N messages per second (0: unlimited)")
+	fs.StringVar(&o.ToTopic, "to-topic", "", "send here instead of each record's original topic")
+	fs.StringVar(&o.JobID, "job-id", "", "replay.job_id header (default: the resumed job's, or generated)")
+	fs.IntVar(&o.MaxReplays, "max-replays", dlq.DefaultMaxReplays, "refuse records already replayed this many times")
+	fs.StringVar(&o.ProgressFile, "progress-file", "", "progress file (default ./dlq-replay-<dlq-topic>.json)")
+	fs.BoolVar(&o.Restart, "restart", false, "ignore the stored progress of this selection and start over")
+	fs.IntVar(&o.BatchSize, "batch-size", 100, "messages per acknowledged write")
+	output := fs.String("output", "text", "text or json")
+	topic := fs.String("topic", "", "DLQ topic (default KAFKA_DLQ_TOPIC)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || !validOutput(*output) {
+		return usageError(fs, stderr, "")
+	}
+	var err error
+	if o.Filter, err = parseFilter(classes, merchants, events, since, until, partitions, offsetFrom, offsetTo, time.Now()); err != nil {
+		return usageError(fs, stderr, err.Error())
+	}
+	c, cfg, err := dlqClient()
+	if err != nil {
+		return err
+	}
+	o.DLQTopic = cmp.Or(*topic, cfg.Kafka.DLQTopic)
+	o.ProgressFile = cmp.Or(o.ProgressFile, "dlq-replay-"+o.DLQTopic+".json")
+	if err := o.Validate(); err != nil {
+		return usageError(fs, stderr, err.Error())
+	}
+
+	plan := &dlq.PlanPrinter{W: stdout, JSON: *output == "json"}
+	var obs dlq.Observer = plan
+	var bar *dlq.ProgressObserver
+	if !o.DryRun {
+		bar = dlq.NewProgressObserver(stderr, isTerminal(stderr))
+		obs = bar
+	}
+	rep, err := c.Replay(ctx, o, obs)
+	if bar != nil {
+		bar.Finish()
+	}
+	if perr := writeReport(stdout, *output, rep, plan.Planned); perr != nil && err == nil {
+		err = perr
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("replay interrupted after %d acknowledged message(s); run the same command to resume: %w", rep.Sent, err)
+	}
+	return err
+}
+
+func parseFilter(classes, merchants, events, since, until, partitions string, offsetFrom, offsetTo int64, now time.Time) (dlq.Filter, error) {
+	var f dlq.Filter
+	var errs []error
+	var err error
+	if f.Classes, err = dlq.ParseClasses(classes); err != nil {
+		errs = append(errs, err)
+	}
+	f.Merchants, f.EventIDs = splitList(merchants), splitList(events)
+	if f.Since, err = dlq.ParseTimeBound(since, now); err != nil {
+		errs = append(errs, fmt.Errorf("--since: %w", err))
+	}
+	if f.Until, err = dlq.ParseTimeBound(until, now); err != nil {
+		errs = append(errs, fmt.Errorf("--until: %w", err))
+	}
+	for _, p := range splitList(partitions) {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--partition %q is not a number", p))
+		}
+		f.Partitions = append(f.Partitions, n)
+	}
+	f.OffsetFrom = max(offsetFrom, 0)
+	if offsetTo >= 0 {
+		f.OffsetEnd = offsetTo + 1
+	}
+	if err := errors.Join(errs...); err != nil {
+		return f, err
+	}
+	return f, f.Validate()
+}
+
+func writeReport(w io.Writer, output string, rep dlq.Report, planned []dlq.PlannedView) error {
+	if output == "json" {
+		doc := struct {
+			Report  dlq.Report        `json:"report"`
+			Planned []dlq.PlannedView `json:"planned,omitempty"`
+		}{rep, planned}
+		if rep.DryRun && doc.Planned == nil {
+			doc.Planned = []dlq.PlannedView{}
+		}
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
+	var b strings.Builder
+	verb := "sent"
+	if rep.DryRun {
+		verb = "dry run: would send"
+	}
+	fmt.Fprintf(&b, "%s %d message(s) as job %s; selection %s\n", verb, rep.Sent, rep.JobID, rep.Selection)
+	fmt.Fprintf(&b, "examined %d DLQ record(s), %d selected, %d refused", rep.Examined, rep.Matched, len(rep.Refused))
+	switch {
+	case rep.LimitReached:
+		b.WriteString("; stopped at --limit, run again for more")
+	case rep.Done:
+		b.WriteString("; selection complete up to the high watermark")
+	}
+	if rep.Resumed {
+		b.WriteString("; resumed from " + rep.ProgressFile)
+	}
+	b.WriteString("\n")
+	if rep.Expired > 0 {
+		fmt.Fprintf(&b, "WARNING: %d DLQ offset(s) expired by retention before this selection reached them\n", rep.Expired)
+	}
+	for _, r := range rep.Refused {
+		fmt.Fprintf(&b, "refused %d/%d event_id=%s merchant=%s: %s\n", r.Partition, r.Offset, cmp.Or(r.EventID, "-"), r.Merchant, r.Reason)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// dlqClient loads the Kafka part of the environment and connects.
+func dlqClient() (*dlq.Client, config.Config, error) {
+	cfg, err := config.Load(os.Getenv, config.NeedKafka)
+	if err != nil {
+		return nil, cfg, err
+	}
+	k, err := dial.KafkaClients(cfg.Kafka, "billingctl")
+	if err != nil {
+		return nil, cfg, err
+	}
+	log, err := logging.New(cfg.LogLevel)
+	if err != nil {
+		log = zap.NewNop()
+	}
+	c, err := dlq.NewClient(dlq.Broker{Addrs: cfg.Kafka.Brokers, Dialer: k.Dialer, Transport: k.Transport}, log, dlq.Options{})
+	return c, cfg, err
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func usageError(fs *flag.FlagSet, stderr io.Writer, msg string) error {
+	if msg != "" {
+		fmt.Fprintf(stderr, "billingctl %s: %s\n\n", fs.Name(), msg)
+	}
+	fmt.Fprint(stderr, dlqUsage)
+	return errUsage
+}
+
+func validOutput(s string) bool { return s == "text" || s == "json" }
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }

@@ -1,8 +1,3 @@
-// Package dlq is the dead-letter record format and the operator's replay.
-//
-// A record keeps the original key and value bytes untouched and says, in
-// headers, where the message came from and why it failed, so a replay can send
-// exactly what was received back to where it was received.
 package dlq
 
 import (

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/testenv"
+)
+
+// dlqEnv seeds a DLQ topic with four records and points the environment at it.
+func dlqEnv(t *testing.T) (orig, dlqTopic string, tr *kafka.Transport) {
+	t.Helper()
+	k := testenv.NewKafka(t)
+	orig, dlqTopic = k.Topic(t, 2), k.Topic(t, 2)
+	t.Setenv("KAFKA_BROKERS", strings.Join(k.Brokers, ","))
+	t.Setenv("KAFKA_TOPIC", orig)
+	t.Setenv("KAFKA_DLQ_TOPIC", dlqTopic)
+	t.Setenv("LOG_LEVEL", "error")
+
+	at := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)
+	value := func(id, m string) []byte {
+		return event.PaymentSucceeded{EventID: id, PaymentID: "p-" + id, MerchantID: m, Amount: 3, Source: event.SourceOpenAPI, OccurredAt: at}.Encode()
+	}
+	origs := []struct {
+		m       kafka.Message
+		class   dlq.Class
+		replays string
+	}{
+		{kafka.Message{Partition: 0, Offset: 1, Key: []byte("m-1"), Value: value("e-1", "m-1")}, dlq.ClassConflict, ""},
+		{kafka.Message{Partition: 1, Offset: 2, Key: []byte("m-2"), Value: []byte("{broken")}, dlq.ClassInvalid, ""},
+		{kafka.Message{Partition: 0, Offset: 3, Key: []byte("m-1"), Value: value("e-3", "m-1")}, dlq.ClassExhausted, ""},
+		{kafka.Message{Partition: 1, Offset: 4, Key: []byte("m-2"), Value: value("e-4", "m-2")}, dlq.ClassExhausted, "3"},
+	}
+	tr = &kafka.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	w := &kafka.Writer{Addr: kafka.TCP(k.Brokers...), Topic: dlqTopic, Transport: tr, Balancer: &kafka.RoundRobin{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	for _, o := range origs {
+		o.m.Topic = orig
+		if o.replays != "" {
+			o.m.Headers = []kafka.Header{{Key: dlq.HeaderReplayCount, Value: []byte(o.replays)}}
+		}
+		msg := dlq.FromFailure(o.m, "billing-worker", o.class, errors.New("failed"), 1, at, at).KafkaMessage()
+		if err := w.WriteMessages(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return orig, dlqTopic, tr
+}
+
+func runCmd(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	err := run(ctx, args, &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func countMessages(t *testing.T, brokers []string, tr *kafka.Transport, topic string) int64 {
+	t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
+	resp, err := c.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: {kafka.LastOffsetOf(0), kafka.LastOffsetOf(1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, p := range resp.Topics[topic] {
+		n += p.LastOffset
+	}
+	return n
+}
+
+func TestDLQList(t *testing.T) {
+	orig, _, _ := dlqEnv(t)
+	out, errs, err := runCmd(t, "dlq", "ls", "--list", "--output", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errs)
+	}
+	var doc struct {
+		Records []dlq.EntryView `json:"records"`
+		Summary dlq.Summary     `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("ls --output json does not parse: %v\n%s", err, out)
+	}
+	if len(doc.Records) != 4 || doc.Summary.Total != 4 || doc.Summary.ByClass[dlq.ClassExhausted] != 2 ||
+		doc.Summary.ByTopic[orig] != 4 || doc.Summary.ByMerchant["m-2"] != 2 {
+		t.Errorf("ls json: %d records, summary %+v", len(doc.Records), doc.Summary)
+	}
+
+	out, _, err = runCmd(t, "dlq", "ls", "--list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(out, "\n") < 6 || !strings.Contains(out, "PARTITION/OFFSET") || !strings.Contains(out, "4 record(s)") || !strings.Contains(out, "e-3") {
+		t.Errorf("ls text:\n%s", out)
+	}
+}
+
+func TestDLQReplay(t *testing.T) {
+	orig, _, tr := dlqEnv(t)
+	brokers := strings.Split(os.Getenv("KAFKA_BROKERS"), ",")
+	progress := filepath.Join(t.TempDir(), "p.json")
+
+	out, errs, err := runCmd(t, "dlq", "replay", "--dry-run", "--output", "json", "--progress-file", progress, "--job-id", "j-1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errs)
+	}
+	var doc struct {
+		Report  dlq.Report        `json:"report"`
+		Planned []dlq.PlannedView `json:"planned"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("replay --output json: %v\n%s", err, out)
+	}
+	if len(doc.Planned) != 3 || doc.Report.Sent != 3 || len(doc.Report.Refused) != 1 || !doc.Report.DryRun {
+		t.Errorf("dry run: %+v", doc)
+	}
+	if n := countMessages(t, brokers, tr, orig); n != 0 {
+		t.Fatalf("dry run sent %d message(s)", n)
+	}
+
+	out, errs, err = runCmd(t, "dlq", "replay", "--error-class", "exhausted", "--progress-file", progress, "--job-id", "j-1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errs)
+	}
+	if !strings.Contains(out, "sent 1 message(s) as job j-1") || !strings.Contains(out, "refused") || !strings.Contains(errs, "replay: examined") {
+		t.Errorf("replay output:\n%s\nstderr:\n%s", out, errs)
+	}
+	out, _, err = runCmd(t, "dlq", "replay", "--error-class", "exhausted", "--progress-file", progress)
+	if err != nil || !strings.Contains(out, "sent 0 message(s) as job j-1") {
+		t.Errorf("second replay: %v\n%s", err, out)
+	}
+	if n := countMessages(t, brokers, tr, orig); n != 1 {
+		t.Errorf("%s holds %d message(s), want 1", orig, n)
+	}
+}
+
+func TestDLQUsage(t *testing.T) {
+	dlqEnv(t)
+	for _, args := range [][]string{
+		{"dlq"},
+		{"dlq", "nope"},
+		{"dlq", "ls", "--output", "yaml"},
+		{"dlq", "replay", "--error-class", "oops", "--dry-run"},
+		{"dlq", "replay", "--since", "yesterday", "--dry-run"},
+		{"dlq", "replay", "--offset-from", "5", "--offset-to", "4", "--dry-run"},
+		{"dlq", "replay", "--rate", "-1", "--dry-run"},
+	} {
+		if _, _, err := runCmd(t, args...); !errors.Is(err, errUsage) {
+			t.Errorf("%v: err %v, want usage", args, err)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package dlq
+
+import (
+	"encoding/json"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/quotaflow/billing/internal/event"
+)
+
+// UnknownMerchant stands for the merchant of a record whose value does not
+// decode and whose message has no key.
+const UnknownMerchant = "?"
+
+// Entry is one message of the dead-letter topic as the operator sees it: the
+// parsed record plus the event id and merchant read from its value.
+type Entry struct {
+	Record
+	// EventID is the value's event_id; for a malformed value, its event_id
+	// field when that is still a well-formed id, else "".
+	EventID string
+	// Merchant is the value's merchant_id; for a malformed value, the message
+	// key, else UnknownMerchant.
+	Merchant string
+	// Err is set (wrapping ErrNotRecord) when the message lacks the dead-letter
+	// headers: such a message is listed and counted, never replayed.
+	Err error
+}
+
+// Inspect parses a message read from the dead-letter topic.
+func Inspect(m kafka.Message) Entry {
+	rec, err := FromMessage(m)
+	e := Entry{Record: rec, Err: err}
+	if ev, derr := event.Decode(rec.Key, rec.Value); derr == nil {
+		e.EventID, e.Merchant = ev.EventID, ev.MerchantID
+		return e
+	}
+	e.EventID = looseEventID(rec.Value)
+	e.Merchant = UnknownMerchant
+	if len(rec.Key) > 0 {
+		e.Merchant = string(rec.Key)
+	}
+	return e
+}
+
+// looseEventID digs the event_id out of a value that failed validation, so an
+// operator can still select a malformed record by its event id.
+func looseEventID(value []byte) string {
+	var w struct {
+		EventID any `json:"event_id"`
+	}
+	if json.Unmarshal(value, &w) != nil {
+		return ""
+	}
+	if s, ok := w.EventID.(string); ok && event.ValidID(s) {
+		return s
+	}
+	return ""
+}

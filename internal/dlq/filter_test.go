@@ -1,0 +1,176 @@
+package dlq
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+var filterNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func TestParseTimeBound(t *testing.T) {
+	tests := []struct {
+		spec     string
+		at       time.Time
+		wantSpec string
+		err      bool
+	}{
+		{"", time.Time{}, "", false},
+		{"2026-11-29T07:00:00Z", time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC), "2026-11-29T07:00:00Z", false},
+		{"2026-11-29T08:00:00+01:00", time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC), "2026-11-29T07:00:00Z", false},
+		{"2026-11-29T07:00:00.5Z", time.Date(2026, 11, 29, 7, 0, 0, 5e8, time.UTC), "2026-11-29T07:00:00.5Z", false},
+		{"90m", filterNow.Add(-90 * time.Minute), "90m", false},
+		{" 2h ", filterNow.Add(-2 * time.Hour), "2h", false},
+		{"7d", filterNow.Add(-7 * 24 * time.Hour), "7d", false},
+		{"0s", filterNow, "0s", false},
+		{"-1h", time.Time{}, "", true},
+		{"yesterday", time.Time{}, "", true},
+		{"2026-11-29", time.Time{}, "", true},
+		{"xd", time.Time{}, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			b, err := ParseTimeBound(tt.spec, filterNow)
+			if tt.err {
+				if !errors.Is(err, ErrBadTime) {
+					t.Fatalf("err %v, want ErrBadTime", err)
+				}
+				return
+			}
+			if err != nil || !b.At.Equal(tt.at) || b.Spec != tt.wantSpec {
+				t.Fatalf("got %+v %v, want at %v spec %q", b, err, tt.at, tt.wantSpec)
+			}
+		})
+	}
+}
+
+func TestFilterMatch(t *testing.T) {
+	at := func(min int) time.Time { return filterNow.Add(time.Duration(min) * time.Minute) }
+	entry := func(class Class, merchant, eventID string, p int, off int64, ts time.Time) Entry {
+		return Entry{Record: Record{Class: class, Partition: p, Offset: off, Time: ts}, Merchant: merchant, EventID: eventID}
+	}
+	e := entry(ClassConflict, "m-1", "evt-1", 2, 40, at(0))
+	tests := []struct {
+		name string
+		f    Filter
+		want bool
+	}{
+		{"zero filter selects all", Filter{}, true},
+		{"class hit", Filter{Classes: []Class{ClassInvalid, ClassConflict}}, true},
+		{"class miss", Filter{Classes: []Class{ClassInvalid}}, false},
+		{"merchant hit", Filter{Merchants: []string{"m-1"}}, true},
+		{"merchant miss", Filter{Merchants: []string{"m-10"}}, false},
+		{"event hit", Filter{EventIDs: []string{"evt-0", "evt-1"}}, true},
+		{"event miss", Filter{EventIDs: []string{"evt-11"}}, false},
+		{"since equal is in", Filter{Since: TimeBound{At: at(0)}}, true},
+		{"since after", Filter{Since: TimeBound{At: at(1)}}, false},
+		{"until equal is out", Filter{Until: TimeBound{At: at(0)}}, false},
+		{"until after", Filter{Until: TimeBound{At: at(1)}}, true},
+		{"partition hit", Filter{Partitions: []int{0, 2}}, true},
+		{"partition miss", Filter{Partitions: []int{1}}, false},
+		{"offset from equal", Filter{OffsetFrom: 40}, true},
+		{"offset from above", Filter{OffsetFrom: 41}, false},
+		{"offset end above", Filter{OffsetEnd: 41}, true},
+		{"offset end equal is out", Filter{OffsetEnd: 40}, false},
+		{"all together", Filter{Classes: []Class{ClassConflict}, Merchants: []string{"m-1"}, EventIDs: []string{"evt-1"},
+			Since: TimeBound{At: at(-1)}, Until: TimeBound{At: at(1)}, Partitions: []int{2}, OffsetFrom: 40, OffsetEnd: 41}, true},
+		{"all but one", Filter{Classes: []Class{ClassConflict}, Merchants: []string{"m-2"}, EventIDs: []string{"evt-1"}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.f.Match(e); got != tt.want {
+				t.Fatalf("Match = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFilterKeyIsCanonical(t *testing.T) {
+	since, _ := ParseTimeBound("2h", filterNow)
+	later, _ := ParseTimeBound("2h", filterNow.Add(time.Hour))
+	tests := []struct {
+		name string
+		a, b Filter
+		same bool
+	}{
+		{"order and repeats", Filter{Merchants: []string{"b", "a", "b"}, Classes: []Class{ClassRefused, ClassInvalid}},
+			Filter{Merchants: []string{"a", "b"}, Classes: []Class{ClassInvalid, ClassRefused}}, true},
+		{"relative time keyed by its text", Filter{Since: since}, Filter{Since: later}, true},
+		{"offsets differ", Filter{OffsetFrom: 1}, Filter{OffsetFrom: 2}, false},
+		{"merchant vs event id", Filter{Merchants: []string{"x"}}, Filter{EventIDs: []string{"x"}}, false},
+		{"partitions", Filter{Partitions: []int{1, 0}}, Filter{Partitions: []int{0, 1}}, true},
+		{"absolute time without spec", Filter{Until: TimeBound{At: filterNow}}, Filter{Until: TimeBound{Spec: "2026-11-29T12:00:00Z", At: filterNow}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.a.Key() == tt.b.Key(); got != tt.same {
+				t.Fatalf("keys %q and %q: same=%v, want %v", tt.a.Key(), tt.b.Key(), got, tt.same)
+			}
+		})
+	}
+	if k := (Filter{}).Key(); k != "all" {
+		t.Errorf("zero filter key %q", k)
+	}
+	if k := (Filter{OffsetFrom: 3, OffsetEnd: 10}).Key(); k != "offset-from=3 offset-to=9" {
+		t.Errorf("offset key %q", k)
+	}
+}
+
+func TestFilterNarrow(t *testing.T) {
+	rs := []Range{{0, 5, 50}, {1, 0, 10}, {2, 20, 30}}
+	tests := []struct {
+		name string
+		f    Filter
+		want []Range
+	}{
+		{"none", Filter{}, rs},
+		{"partitions", Filter{Partitions: []int{2, 0}}, []Range{{0, 5, 50}, {2, 20, 30}}},
+		{"from", Filter{OffsetFrom: 8}, []Range{{0, 8, 50}, {1, 8, 10}, {2, 20, 30}}},
+		{"end", Filter{OffsetEnd: 25}, []Range{{0, 5, 25}, {1, 0, 10}, {2, 20, 25}}},
+		{"window outside a range is empty", Filter{OffsetFrom: 12, OffsetEnd: 15}, []Range{{0, 12, 15}, {1, 12, 12}, {2, 20, 20}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.f.Narrow(rs); !slices.Equal(got, tt.want) {
+				t.Fatalf("Narrow = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFilterValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		f    Filter
+		ok   bool
+	}{
+		{"zero", Filter{}, true},
+		{"offsets", Filter{OffsetFrom: 3, OffsetEnd: 4}, true},
+		{"empty offsets", Filter{OffsetFrom: 4, OffsetEnd: 4}, false},
+		{"negative from", Filter{OffsetFrom: -1}, false},
+		{"window", Filter{Since: TimeBound{At: filterNow}, Until: TimeBound{At: filterNow.Add(time.Second)}}, true},
+		{"backward window", Filter{Since: TimeBound{At: filterNow}, Until: TimeBound{At: filterNow}}, false},
+		{"negative partition", Filter{Partitions: []int{-1}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.f.Validate(); (err == nil) != tt.ok {
+				t.Fatalf("Validate = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseClasses(t *testing.T) {
+	got, err := ParseClasses(" invalid, conflict ,,exhausted")
+	if err != nil || !slices.Equal(got, []Class{ClassInvalid, ClassConflict, ClassExhausted}) {
+		t.Fatalf("got %v %v", got, err)
+	}
+	if got, err := ParseClasses(""); err != nil || got != nil {
+		t.Fatalf("empty: %v %v", got, err)
+	}
+	if _, err := ParseClasses("invalid,oops"); !errors.Is(err, ErrUnknownClass) {
+		t.Fatalf("err %v", err)
+	}
+}

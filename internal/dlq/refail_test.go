@@ -1,0 +1,79 @@
+package dlq
+
+import (
+	"errors"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// The worker side of the loop: a replayed message that fails again goes back
+// to the DLQ through FromFailure with its replay count raised, and once the
+// count reaches --max-replays the replay refuses it. The worker is played by
+// FromFailure on the message read back from the original topic, exactly what
+// internal/consumer does with a message that fails.
+func TestReplayedRecordFailingAgainReturnsRaised(t *testing.T) {
+	c := newCluster(t)
+	c.seed(t, []seed{{name: "loop", dlqPartition: 1, origPart: 2, origOffset: 5, key: "m-1", value: validValue("evt-loop", "m-1", 4), class: ClassRefused, at: baseTime}})
+	o := ReplayOptions{DLQTopic: c.dlqTopic, ProgressFile: filepath.Join(t.TempDir(), "p.json"), JobID: "job-loop"}
+	seen := c.ends(t, c.orig)
+	for round := 1; round <= DefaultMaxReplays+1; round++ {
+		rep, err := c.c.Replay(ctxFor(t), o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round > DefaultMaxReplays {
+			if rep.Sent != 0 || len(rep.Refused) != 1 || rep.Refused[0].ReplayCount != DefaultMaxReplays {
+				t.Fatalf("round %d: %+v, want the record refused at count %d", round, rep, DefaultMaxReplays)
+			}
+			break
+		}
+		if rep.Sent != 1 {
+			t.Fatalf("round %d: sent %d, want 1", round, rep.Sent)
+		}
+		// The worker consumes the replayed message and it fails again.
+		fresh := c.readSince(t, c.orig, seen)
+		if len(fresh) != 1 {
+			t.Fatalf("round %d: %d new message(s) on %s, want 1", round, len(fresh), c.orig)
+		}
+		m := fresh[0]
+		seen[m.Partition] = m.Offset + 1
+		if n, _ := header(m, HeaderReplayCount); n != strconv.Itoa(round) {
+			t.Fatalf("round %d: replay.count %q", round, n)
+		}
+		rec := FromFailure(m, "billing-worker", ClassRefused, errors.New("still refused"), 1, time.Now(), time.Now())
+		if rec.ReplayCount != round || rec.ReplayJob != "job-loop" {
+			t.Fatalf("round %d: FromFailure kept count %d job %q", round, rec.ReplayCount, rec.ReplayJob)
+		}
+		dm := rec.KafkaMessage()
+		dm.Topic, dm.Partition = c.dlqTopic, 0
+		c.write(t, dm)
+	}
+	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Total != 1+DefaultMaxReplays || s.Replayed != DefaultMaxReplays {
+		t.Errorf("DLQ total %d replayed %d", s.Total, s.Replayed)
+	}
+}
+
+// readSince reads topic from the given next offsets to the end.
+func (c *cluster) readSince(t *testing.T, topic string, from map[int]int64) []kafka.Message {
+	t.Helper()
+	rs, err := c.c.Watermarks(ctxFor(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rs {
+		rs[i].From = max(rs[i].From, from[rs[i].Partition])
+	}
+	var out []kafka.Message
+	if err := c.c.Scan(ctxFor(t), topic, rs, func(m kafka.Message) error { out = append(out, m); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
