@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/quotaflow/billing/internal/bench"
+	"github.com/quotaflow/billing/internal/dial"
+)
+
+// errChecksFailed: a strategy failed or a correctness check did not pass.
+var errChecksFailed = errors.New("bench: a strategy failed or did not pass its checks")
+
+type benchFlags struct {
+	cfg        bench.Config
+	strategies string
+	skew       skewFlags
+	mysqlDSN   string
+	redis      string
+	output     string
+}
+
+func parseBenchFlags(args []string, d deps) (benchFlags, error) {
+	f := benchFlags{cfg: bench.DefaultConfig()}
+	c := &f.cfg
+	fs := newFlagSet("bench", d.stderr)
+	fs.StringVar(&f.strategies, "strategies", strings.Join(bench.StrategyNames(), ","), "strategies to run, in order (rowlock is the baseline)")
+	fs.IntVar(&c.Events, "events", c.Events, "events per strategy")
+	fs.IntVar(&c.Merchants, "merchants", c.Merchants, "number of merchants")
+	f.skew.register(fs, bench.DefaultHot)
+	fs.IntVar(&c.Callers, "callers", c.Callers, "concurrent callers per strategy")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "largest lane batch of a batched strategy")
+	fs.Int64Var(&c.Quota, "quota", c.Quota, "quota granted to every merchant (small values make rejections)")
+	fs.Int64Var(&c.MinAmount, "min-amount", c.MinAmount, "smallest amount")
+	fs.Int64Var(&c.MaxAmount, "max-amount", c.MaxAmount, "largest amount")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
+	fs.DurationVar(&c.LockTTL, "lock-ttl", d.cfg.LockTTL, "merchant lock TTL of redis-per-event (default LOCK_TTL)")
+	fs.BoolVar(&c.Keep, "keep", false, "keep the databases and Redis keys for inspection")
+	fs.StringVar(&f.mysqlDSN, "mysql-dsn", "", "admin DSN of the server (default BILLING_BENCH_MYSQL_DSN, else MYSQL_DSN's server, else "+bench.DefaultAdminDSN+")")
+	fs.StringVar(&f.redis, "redis", strings.Join(d.cfg.Redis.Addrs, ","), "Redis address(es) (default REDIS_ADDR)")
+	fs.StringVar(&f.output, "output", "", "also write the report as JSON to this file")
+	if err := parseFlags(fs, args); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+func runBench(ctx context.Context, args []string, d deps) error {
+	f, err := parseBenchFlags(args, d)
+	if err != nil {
+		return err
+	}
+	cfg := f.cfg
+	if cfg.Strategies, err = bench.ParseStrategies(f.strategies); err != nil {
+		return err
+	}
+	if cfg.Skew, err = f.skew.value(); err != nil {
+		return err
+	}
+	if cfg.AdminDSN, err = bench.AdminDSN(f.mysqlDSN, d.getenv); err != nil {
+		return err
+	}
+	cfg.KeyPrefix = d.cfg.Redis.KeyPrefix + bench.DefaultKeyPrefix
+	rcfg := d.cfg.Redis
+	rcfg.Addrs = strings.Split(f.redis, ",")
+	rcfg.Cluster = rcfg.Cluster || len(rcfg.Addrs) > 1
+	rdb, err := dial.Redis(rcfg)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	rep, err := bench.Run(ctx, cfg, rdb, d.log)
+	if rep != nil {
+		if werr := rep.WriteTable(d.stdout); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		if f.output != "" {
+			err = errors.Join(err, writeJSON(f.output, rep))
+		}
+		if err == nil && !rep.OK() {
+			err = errChecksFailed
+		}
+	}
+	return err
+}
+
+func writeJSON(path string, rep *bench.Report) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: --output: %w", err)
+	}
+	if err := rep.WriteJSON(out); err != nil {
+		out.Close()
+		return fmt.Errorf("bench: write %s: %w", path, err)
+	}
+	return out.Close()
+}

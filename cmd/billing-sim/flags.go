@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/quotaflow/billing/internal/workload"
+)
+
+// newFlagSet returns a flag set that prints its errors and usage to stderr.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("billing-sim "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseFlags parses args, turning a parse error into errUsage (already printed).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return errUsage
+	}
+	return nil
+}
+
+// skewFlags are --hot and --skew, which say the same thing two ways.
+type skewFlags struct {
+	hot  float64
+	skew string
+}
+
+func (s *skewFlags) register(fs *flag.FlagSet, defHot float64) {
+	fs.Float64Var(&s.hot, "hot", defHot, "share of events going to one hot merchant (m-000000), 0..1; 0 = uniform")
+	fs.StringVar(&s.skew, "skew", "", "merchant distribution: uniform, hot:SHARE or zipf:S (S > 1); overrides --hot")
+}
+
+func (s *skewFlags) value() (workload.Skew, error) {
+	if s.skew != "" {
+		return workload.ParseSkew(s.skew)
+	}
+	if s.hot == 0 {
+		return workload.Skew{Kind: workload.Uniform}, nil
+	}
+	return workload.ParseSkew("hot:" + strconv.FormatFloat(s.hot, 'g', -1, 64))
+}
+
+// rateFlag reads "500", "500/s" or "0" (as fast as possible).
+type rateFlag float64
+
+func (r *rateFlag) String() string { return strconv.FormatFloat(float64(*r), 'g', -1, 64) + "/s" }
+
+func (r *rateFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "/s"), 64)
+	if err != nil || v < 0 {
+		return fmt.Errorf("want N or N/s with N >= 0, got %q", s)
+	}
+	*r = rateFlag(v)
+	return nil
+}

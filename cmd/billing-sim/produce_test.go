@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/quotaflow/billing/internal/testenv"
+	"github.com/quotaflow/billing/internal/workload"
+)
+
+func TestProduceWritesTheWorkload(t *testing.T) {
+	k := testenv.NewKafka(t)
+	topic := k.Topic(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"produce", "--topic", topic, "--total", "700", "--merchants", "25", "--hot", "0.2",
+		"--duplicates", "0.02", "--malformed", "0.01", "--seed", "3", "--id-prefix", "t-"}
+	getenv := env(map[string]string{"LOG_LEVEL": "error", "KAFKA_BROKERS": strings.Join(k.Brokers, ",")})
+	if err := run(ctx, args, &out, &errOut, getenv); err != nil {
+		t.Fatalf("produce: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "done: 700 messages") {
+		t.Fatalf("output lacks the final count:\n%s", out.String())
+	}
+
+	want, err := workload.Generate(workload.Config{Seed: 3, Merchants: 25, Skew: workload.Skew{Kind: workload.Hot, Param: 0.2},
+		Duplicates: 0.02, Malformed: 0.01, IDPrefix: "t-"}, 700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKeys := map[string]int{}
+	for _, m := range want {
+		wantKeys[string(m.Key)]++
+	}
+	gotKeys := map[string]int{}
+	for _, m := range readTopic(ctx, t, k.Brokers, topic, 3) {
+		gotKeys[string(m.Key)]++
+	}
+	if len(gotKeys) != len(wantKeys) {
+		t.Fatalf("%d distinct keys read back, %d generated", len(gotKeys), len(wantKeys))
+	}
+	for key, n := range wantKeys {
+		if gotKeys[key] != n {
+			t.Errorf("key %s: %d read back, %d generated", key, gotKeys[key], n)
+		}
+	}
+}
+
+// readTopic reads every message of topic up to the partitions' end offsets.
+func readTopic(ctx context.Context, t *testing.T, brokers []string, topic string, partitions int) []kafka.Message {
+	t.Helper()
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for p := range partitions {
+		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
+	}
+	resp, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []kafka.Message
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			t.Fatal(po.Error)
+		}
+		if po.LastOffset == 0 {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: po.Partition, MaxWait: 100 * time.Millisecond})
+		for {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				r.Close()
+				t.Fatalf("partition %d: %v", po.Partition, err)
+			}
+			out = append(out, m)
+			if m.Offset == po.LastOffset-1 {
+				break
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/quotaflow/billing/internal/event"
+)
+
+// Defaults of RedisPerEventOptions.
+const (
+	DefaultLockTTL        = 30 * time.Second
+	DefaultLockRetryDelay = time.Millisecond
+	DefaultLockMaxWait    = 30 * time.Second
+)
+
+// ErrLockWait means the merchant lock could not be taken within LockMaxWait.
+var ErrLockWait = errors.New("bench: merchant lock not obtained in time")
+
+// errGuard means MySQL refused a debit that Redis allowed: Redis over-reported.
+var errGuard = errors.New("bench: balance guard refused a debit that Redis allowed")
+
+// RedisPerEventOptions tune the redis-per-event strategy.
+type RedisPerEventOptions struct {
+	LockTTL        time.Duration // PX of the lock (default 30s)
+	LockRetryDelay time.Duration // mean sleep between SET NX attempts, jittered +-50% (default 1ms)
+	LockMaxWait    time.Duration // give up on a lock after this long (default 30s)
+}
+
+// RedisPerEvent is the seed's "after": per event, take the merchant lock in
+// Redis (SET NX PX with a random token, retried after a short sleep), deduct
+// atomically in Lua, write the ledger row and move merchant_balance in one
+// MySQL transaction, and release the lock with a compare-and-delete. The
+// Redis balance is hydrated from MySQL before the run.
+type RedisPerEvent struct {
+	opts        RedisPerEventOptions
+	env         *Env
+	scripts     scripts
+	lockRetries counter
+	txRetries   counter
+}
+
+// NewRedisPerEvent returns the strategy; zero options take the defaults.
+func NewRedisPerEvent(opts RedisPerEventOptions) *RedisPerEvent {
+	if opts.LockTTL <= 0 {
+		opts.LockTTL = DefaultLockTTL
+	}
+	if opts.LockRetryDelay <= 0 {
+		opts.LockRetryDelay = DefaultLockRetryDelay
+	}
+	if opts.LockMaxWait <= 0 {
+		opts.LockMaxWait = DefaultLockMaxWait
+	}
+	return &RedisPerEvent{opts: opts, scripts: newScripts()}
+}
+
+// Name implements Strategy.
+func (s *RedisPerEvent) Name() string { return NameRedisPerEvent }
+
+// Batched implements Strategy: one event per call.
+func (s *RedisPerEvent) Batched() bool { return false }
+
+// Setup implements Strategy: it copies every merchant's balance from MySQL to Redis.
+func (s *RedisPerEvent) Setup(ctx context.Context, env *Env) error {
+	s.env = env
+	return hydrate(ctx, env)
+}
+
+// Close implements Strategy.
+func (s *RedisPerEvent) Close() error { return nil }
+
+// Counters implements Counters.
+func (s *RedisPerEvent) Counters() map[string]int64 {
+	return map[string]int64{"lock_retries": s.lockRetries.load(), "tx_retries": s.txRetries.load()}
+}
+
+// Apply implements Strategy.
+func (s *RedisPerEvent) Apply(ctx context.Context, batch []event.PaymentSucceeded) error {
+	for _, e := range batch {
+		if err := s.applyOne(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *RedisPerEvent) applyOne(ctx context.Context, e event.PaymentSucceeded) (err error) {
+	lockKey := s.env.Keys.Lock(e.MerchantID)
+	token := rand.Text()
+	if err := s.lock(ctx, lockKey, token); err != nil {
+		return err
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if uerr := s.scripts.unlock.Run(uctx, s.env.Redis, []string{lockKey}, token).Err(); uerr != nil && err == nil {
+			err = fmt.Errorf("bench: unlock %s: %w", lockKey, uerr)
+		}
+	}()
+
+	quotaKey := s.env.Keys.Quota(e.MerchantID)
+	res, err := s.scripts.deduct.Run(ctx, s.env.Redis, []string{quotaKey}, e.Amount).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("bench: deduct %s: %w", quotaKey, err)
+	}
+	switch res[0] {
+	case -1:
+		return fmt.Errorf("bench: %s is missing: the balance was not hydrated", quotaKey)
+	case 0:
+		return inTx(ctx, s.env.DB, &s.txRetries, func(tx *sql.Tx) error {
+			return insertLedger(ctx, tx, s.env.IDs, e, kindRejected, reasonInsufficient, res[1])
+		})
+	}
+	err = inTx(ctx, s.env.DB, &s.txRetries, func(tx *sql.Tx) error { return s.record(ctx, tx, e, res[1]) })
+	if err != nil {
+		// MySQL did not take the debit: give the quota back so Redis matches it again.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if rerr := s.scripts.refund.Run(rctx, s.env.Redis, []string{quotaKey}, e.Amount).Err(); rerr != nil {
+			return errors.Join(err, fmt.Errorf("bench: refund %s: %w", quotaKey, rerr))
+		}
+		return err
+	}
+	return nil
+}
+
+func (s *RedisPerEvent) record(ctx context.Context, tx *sql.Tx, e event.PaymentSucceeded, remainAfter int64) error {
+	if err := insertLedger(ctx, tx, s.env.IDs, e, kindDebit, reasonPayment, remainAfter); err != nil {
+		return err
+	}
+	r, err := tx.ExecContext(ctx,
+		"UPDATE merchant_balance SET debited = debited + ? WHERE merchant_id = ? AND credited - debited >= ?",
+		e.Amount, e.MerchantID, e.Amount)
+	if err != nil {
+		return fmt.Errorf("bench: debit %s: %w", e.MerchantID, err)
+	}
+	if n, err := r.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("%w: merchant %s, amount %d (rows %d, %v)", errGuard, e.MerchantID, e.Amount, n, err)
+	}
+	return nil
+}
+
+// lock takes lockKey with SET NX PX, sleeping briefly between attempts.
+func (s *RedisPerEvent) lock(ctx context.Context, lockKey, token string) error {
+	deadline := time.Now().Add(s.opts.LockMaxWait)
+	for {
+		ok, err := s.env.Redis.SetNX(ctx, lockKey, token, s.opts.LockTTL).Result()
+		if err != nil {
+			return fmt.Errorf("bench: lock %s: %w", lockKey, err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %s after %v", ErrLockWait, lockKey, s.opts.LockMaxWait)
+		}
+		s.lockRetries.inc()
+		d := s.opts.LockRetryDelay
+		if err := sleep(ctx, d/2+mrand.N(d)); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/quotaflow/billing/internal/event"
+)
+
+// RowLock is the seed's "before": one MySQL transaction per event that locks
+// the merchant's balance row (SELECT ... FOR UPDATE), checks it, moves it and
+// writes the ledger row. Every event of a merchant waits for the previous
+// one's commit, holding a connection while it waits.
+type RowLock struct {
+	env     *Env
+	retries counter
+}
+
+// NewRowLock returns the row-lock strategy.
+func NewRowLock() *RowLock { return &RowLock{} }
+
+// Name implements Strategy.
+func (s *RowLock) Name() string { return NameRowLock }
+
+// Batched implements Strategy: one event per call.
+func (s *RowLock) Batched() bool { return false }
+
+// Setup implements Strategy.
+func (s *RowLock) Setup(_ context.Context, env *Env) error {
+	s.env = env
+	return nil
+}
+
+// Close implements Strategy.
+func (s *RowLock) Close() error { return nil }
+
+// Counters implements Counters.
+func (s *RowLock) Counters() map[string]int64 {
+	return map[string]int64{"tx_retries": s.retries.load()}
+}
+
+// Apply implements Strategy.
+func (s *RowLock) Apply(ctx context.Context, batch []event.PaymentSucceeded) error {
+	for _, e := range batch {
+		if err := inTx(ctx, s.env.DB, &s.retries, func(tx *sql.Tx) error { return s.applyOne(ctx, tx, e) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *RowLock) applyOne(ctx context.Context, tx *sql.Tx, e event.PaymentSucceeded) error {
+	var credited, debited int64
+	err := tx.QueryRowContext(ctx,
+		"SELECT credited, debited FROM merchant_balance WHERE merchant_id = ? FOR UPDATE", e.MerchantID).
+		Scan(&credited, &debited)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return insertLedger(ctx, tx, s.env.IDs, e, kindRejected, reasonUnknownMerchant, -1)
+	case err != nil:
+		return fmt.Errorf("bench: lock balance of %s: %w", e.MerchantID, err)
+	}
+	remain := credited - debited
+	if remain < e.Amount {
+		return insertLedger(ctx, tx, s.env.IDs, e, kindRejected, reasonInsufficient, remain)
+	}
+	if _, err := tx.ExecContext(ctx,
+		"UPDATE merchant_balance SET debited = debited + ? WHERE merchant_id = ?", e.Amount, e.MerchantID); err != nil {
+		return fmt.Errorf("bench: debit %s: %w", e.MerchantID, err)
+	}
+	return insertLedger(ctx, tx, s.env.IDs, e, kindDebit, reasonPayment, remain-e.Amount)
+}

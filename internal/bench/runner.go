@@ -1,0 +1,267 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/workload"
+)
+
+// Run runs every strategy of cfg, one after the other, each on a fresh
+// database and key prefix, and reports. A strategy that fails is reported
+// with its error and the next one still runs; the returned error is for
+// problems that prevent the whole run (configuration, unreachable MySQL).
+func Run(ctx context.Context, cfg Config, rdb redis.UniversalClient, log *zap.Logger) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.NewIDs == nil {
+		cfg.NewIDs = func() (IDSource, error) { return NewSnowflakeIDs(0) }
+	}
+	msgs, err := workload.Generate(cfg.workload(), cfg.Events)
+	if err != nil {
+		return nil, err
+	}
+	events := make([]event.PaymentSucceeded, len(msgs))
+	for i, m := range msgs {
+		events[i] = m.Event
+	}
+	admin, err := sql.Open("mysql", cfg.AdminDSN)
+	if err != nil {
+		return nil, fmt.Errorf("bench: open MySQL: %w", err)
+	}
+	defer admin.Close()
+	if err := admin.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("bench: connect to MySQL: %w", err)
+	}
+	rep := newReport(cfg, events)
+	rep.Host.MySQL = serverVersion(ctx, admin)
+	rep.Host.Redis = redisVersion(ctx, rdb)
+	run := time.Now().UTC().Format("20060102_150405") + "_" + randomHex(2)
+	for _, name := range cfg.Strategies {
+		if ctx.Err() != nil {
+			break
+		}
+		r := runner{cfg: cfg, admin: admin, rdb: rdb, log: log.With(zap.String("strategy", name)), run: run, events: events}
+		res := r.runOne(ctx, name)
+		rep.Results = append(rep.Results, res)
+	}
+	rep.finish()
+	return rep, ctx.Err()
+}
+
+// runner runs one strategy.
+type runner struct {
+	cfg    Config
+	admin  *sql.DB
+	rdb    redis.UniversalClient
+	log    *zap.Logger
+	run    string
+	events []event.PaymentSucceeded
+}
+
+func (r runner) runOne(ctx context.Context, name string) Result {
+	res := Result{Strategy: name, Events: len(r.events)}
+	if err := r.runStrategy(ctx, name, &res); err != nil {
+		res.Error = err.Error()
+		r.log.Error("strategy failed", zap.Error(err))
+	}
+	return res
+}
+
+func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err error) {
+	s, err := NewStrategy(name, StrategyOptions{LockTTL: r.cfg.LockTTL})
+	if err != nil {
+		return err
+	}
+	ids, err := r.cfg.NewIDs()
+	if err != nil {
+		return fmt.Errorf("bench: id source: %w", err)
+	}
+	keys, err := keyspace.New(r.cfg.KeyPrefix + r.run + ":" + name + ":")
+	if err != nil {
+		return err
+	}
+	res.Database, res.KeyPrefix = databaseName(name, r.run), keys.Prefix()
+	if err := createDatabase(ctx, r.admin, res.Database); err != nil {
+		return err
+	}
+	if !r.cfg.Keep {
+		cleanup := context.WithoutCancel(ctx) // drop what we made even after an interrupt
+		defer func() {
+			cctx, cancel := context.WithTimeout(cleanup, time.Minute)
+			defer cancel()
+			err = errors.Join(err, dropDatabase(cctx, r.admin, res.Database), deletePrefix(cctx, r.rdb, keys.Prefix()))
+		}()
+	}
+	db, err := openDatabase(ctx, r.cfg.AdminDSN, res.Database, r.cfg.Callers+4)
+	if err != nil {
+		return err
+	}
+	defer db.db.Close()
+	if err := grant(ctx, db.db, ids, workload.MerchantIDs(r.cfg.Merchants), r.cfg.Quota, time.Now()); err != nil {
+		return err
+	}
+	env := &Env{DB: db.db, GORM: db.gorm, Redis: r.rdb, Keys: keys, IDs: ids, Log: r.log}
+	if err := s.Setup(ctx, env); err != nil {
+		return fmt.Errorf("bench: set up %s: %w", name, err)
+	}
+	r.log.Info("strategy running", zap.String("database", res.Database), zap.Int("events", len(r.events)),
+		zap.Int("callers", r.cfg.Callers))
+	runErr := r.drive(ctx, s, res)
+	closeErr := s.Close()
+	if c, ok := s.(Counters); ok {
+		res.Counters = c.Counters()
+	}
+	if err := errors.Join(runErr, closeErr); err != nil {
+		return err
+	}
+	_, redisBacked := s.(RedisBalanced)
+	res.Check, err = checker{env: env, events: r.events, redis: redisBacked}.run(ctx)
+	if err != nil {
+		return err
+	}
+	r.log.Info("strategy done", zap.Float64("events_per_sec", res.EventsPerSec), zap.Bool("check_ok", res.Check.OK()))
+	return nil
+}
+
+// drive runs the callers and times them.
+func (r runner) drive(ctx context.Context, s Strategy, res *Result) error {
+	srcs := sources(r.events, r.cfg.Callers, r.cfg.Batch, s.Batched())
+	lat := make([][]time.Duration, len(srcs))
+	var done atomic.Int64
+	stopProgress := r.progress(&done)
+	g, gctx := errgroup.WithContext(ctx)
+	start := time.Now()
+	for i, src := range srcs {
+		lat[i] = make([]time.Duration, 0, len(r.events)/len(srcs)+1)
+		g.Go(func() error {
+			for b := src.next(); len(b) > 0; b = src.next() {
+				t0 := time.Now()
+				if err := s.Apply(gctx, b); err != nil {
+					return fmt.Errorf("bench: %s: apply %d events (first %s): %w", s.Name(), len(b), b[0].EventID, err)
+				}
+				d := time.Since(t0)
+				for range b {
+					lat[i] = append(lat[i], d)
+				}
+				done.Add(int64(len(b)))
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+	if err != nil {
+		return err
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	res.Elapsed = elapsed
+	res.EventsPerSec = float64(len(r.events)) / elapsed.Seconds()
+	res.Latency = summarize(all)
+	return nil
+}
+
+// progress logs how far the run is every cfg.Progress until the returned stop is called.
+func (r runner) progress(done *atomic.Int64) (stop func()) {
+	every := r.cfg.Progress
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				r.log.Info("progress", zap.Int64("applied", done.Load()), zap.Int("events", len(r.events)))
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+	}
+}
+
+// deletePrefix unlinks every key under prefix (on every master of a cluster).
+func deletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			return deletePrefixOn(ctx, n, prefix)
+		})
+	}
+	return deletePrefixOn(ctx, rdb, prefix)
+}
+
+func deletePrefixOn(ctx context.Context, c redis.Cmdable, prefix string) error {
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 1000 {
+			if err := c.Unlink(ctx, batch...).Err(); err != nil {
+				return fmt.Errorf("bench: delete keys %s*: %w", prefix, err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("bench: scan keys %s*: %w", prefix, err)
+	}
+	if len(batch) > 0 {
+		if err := c.Unlink(ctx, batch...).Err(); err != nil {
+			return fmt.Errorf("bench: delete keys %s*: %w", prefix, err)
+		}
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand aborts the program instead)
+	return hex.EncodeToString(b)
+}
+
+func serverVersion(ctx context.Context, db *sql.DB) string {
+	var v string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return "unknown"
+	}
+	return v
+}
+
+func redisVersion(ctx context.Context, rdb redis.UniversalClient) string {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,63 @@
+// Package bench compares write strategies for quota deduction: the same
+// workload, run through interchangeable strategies against the same MariaDB
+// and Redis, each on a fresh database, with N concurrent callers.
+//
+// Per-event strategies (the row lock "before", the Redis lock + Lua "after"
+// of the seed write-up) get batches of one event from a shared queue, so
+// callers race for a hot merchant as independent requests would. Batched
+// strategies get lane batches: events partitioned by merchant over the
+// callers (one merchant in one caller, in order), as the consumer's lanes
+// would hand them out.
+//
+// After each run the ledger, the balances and (for Redis strategies) the
+// Redis balances are checked against one another and against the workload.
+// Timing is wall-clock on a shared machine: compare strategies of one run,
+// not runs of different days.
+package bench
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"gorm.io/gorm"
+
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/keyspace"
+)
+
+// Strategy is one way of applying payment events to the balances.
+type Strategy interface {
+	// Name is the strategy's name on the command line and in reports.
+	Name() string
+	// Batched reports whether Apply takes lane batches (events of the
+	// caller's own merchants, up to Config.Batch) rather than single events.
+	Batched() bool
+	// Setup prepares the strategy on env (hydrate caches, build clients)
+	// before the clock starts.
+	Setup(ctx context.Context, env *Env) error
+	// Apply applies batch, in order. Business outcomes (insufficient quota,
+	// unknown merchant) are recorded in the ledger, not returned; an error
+	// aborts the run. It is called from Config.Callers goroutines at once.
+	Apply(ctx context.Context, batch []event.PaymentSucceeded) error
+	// Close releases what Setup built.
+	Close() error
+}
+
+// Counters is implemented by strategies that count something worth
+// reporting (retries, lock waits); the counts appear in the report.
+type Counters interface {
+	Counters() map[string]int64
+}
+
+// Env is what a strategy runs against: a database of its own (migrated,
+// merchants granted), Redis under a key prefix of its own, and an ID source.
+type Env struct {
+	DB    *sql.DB  // the strategy's database (placeholders interpolated client-side)
+	GORM  *gorm.DB // the same pool through GORM, for packages that want it
+	Redis redis.UniversalClient
+	Keys  keyspace.Keyspace // the strategy's own key prefix
+	IDs   IDSource          // ledger primary keys
+	Log   *zap.Logger
+}

@@ -1,0 +1,118 @@
+// Package workload generates synthetic payment.succeeded traffic: a seeded,
+// reproducible stream of events over a population of merchants, with a chosen
+// skew, amounts, sources, and a share of duplicates and malformed messages.
+//
+// Every message says what it is (valid, duplicate, malformed), so a test or a
+// checker knows the truth about what a consumer was fed. The same Config
+// (seed included) always yields the same stream, byte for byte.
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quotaflow/billing/internal/event"
+)
+
+// Defaults of Config.
+const (
+	DefaultMerchants       = 1000
+	DefaultMinAmount       = 1
+	DefaultMaxAmount       = 10
+	DefaultIDPrefix        = "evt-"
+	DefaultStep            = time.Millisecond
+	DefaultDuplicateWindow = 1024
+	maxIDPrefixLen         = 40 // leaves room for the sequence number in a 64-char id
+)
+
+// defaultStart is the occurred_at of the first event when Config.Start is zero.
+// It is fixed, not time.Now, so that a seed alone decides the stream.
+var defaultStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Config describes a stream. The zero value plus a seed is usable: 1000
+// merchants, uniform, amounts 1..10, no duplicates, no malformed messages.
+type Config struct {
+	Seed      uint64
+	Merchants int  // merchant ids m-000000 .. m-<Merchants-1>
+	Skew      Skew // how events spread over merchants
+	MinAmount int64
+	MaxAmount int64 // amounts are uniform in [MinAmount, MaxAmount]
+	// Duplicates is the share of messages that re-emit an earlier valid
+	// message (same key, same bytes, same event_id); Malformed the share that
+	// break the contract. Both in [0, 1], their sum at most 1.
+	Duplicates float64
+	Malformed  float64
+	// IDPrefix starts every event_id (and, with "pay-" instead, every
+	// payment_id): runs with different prefixes never share an event_id.
+	IDPrefix string
+	Start    time.Time     // occurred_at of the first message
+	Step     time.Duration // occurred_at advances by Step per message
+	// DuplicateWindow is how many recent valid messages a duplicate is drawn from.
+	DuplicateWindow int
+}
+
+func (c *Config) setDefaults() {
+	if c.Merchants == 0 {
+		c.Merchants = DefaultMerchants
+	}
+	if c.MinAmount == 0 && c.MaxAmount == 0 {
+		c.MinAmount, c.MaxAmount = DefaultMinAmount, DefaultMaxAmount
+	}
+	if c.IDPrefix == "" {
+		c.IDPrefix = DefaultIDPrefix
+	}
+	if c.Start.IsZero() {
+		c.Start = defaultStart
+	}
+	if c.Step == 0 {
+		c.Step = DefaultStep
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = DefaultDuplicateWindow
+	}
+}
+
+// Validate reports every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Merchants < 1 || c.Merchants > 1_000_000 {
+		errs = append(errs, fmt.Errorf("merchants %d outside 1..1000000", c.Merchants))
+	}
+	if err := c.Skew.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MinAmount < 1 || c.MaxAmount < c.MinAmount || c.MaxAmount > event.MaxAmount {
+		errs = append(errs, fmt.Errorf("amounts %d..%d: need 1 <= min <= max <= 10^12", c.MinAmount, c.MaxAmount))
+	}
+	if !share(c.Duplicates) || !share(c.Malformed) || c.Duplicates+c.Malformed > 1 {
+		errs = append(errs, fmt.Errorf("duplicates %v and malformed %v must be in [0,1] with a sum at most 1", c.Duplicates, c.Malformed))
+	}
+	if len(c.IDPrefix) > maxIDPrefixLen || (c.IDPrefix != "" && !event.ValidID(c.IDPrefix)) {
+		errs = append(errs, fmt.Errorf("id prefix %q must be at most %d characters of [A-Za-z0-9_.:-]", c.IDPrefix, maxIDPrefixLen))
+	}
+	if c.Step < 0 {
+		errs = append(errs, fmt.Errorf("step %v is negative", c.Step))
+	}
+	if c.DuplicateWindow < 0 {
+		errs = append(errs, fmt.Errorf("duplicate window %d is negative", c.DuplicateWindow))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("workload: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func share(f float64) bool { return f >= 0 && f <= 1 }
+
+// MerchantID is the id of the i-th merchant: m-000042.
+func MerchantID(i int) string { return fmt.Sprintf("m-%06d", i) }
+
+// MerchantIDs lists the ids of n merchants, m-000000 first.
+func MerchantIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = MerchantID(i)
+	}
+	return ids
+}
