@@ -6,7 +6,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -50,7 +49,7 @@ func Load(getenv func(string) string, needs ...Need) (Config, error) {
 	p := &parser{getenv: getenv}
 	cfg := p.config(needs)
 	if len(p.errs) > 0 {
-		return Config{}, fmt.Errorf("config: %d problem(s):\n  %w", len(p.errs), errors.Join(p.errs...))
+		return Config{}, &Error{Problems: p.errs}
 	}
 	return cfg, nil
 }
@@ -104,3 +103,20 @@ func listOf(s string) []string {
 	}
 	return out
 }
+
+// Error lists every problem found in the environment.
+type Error struct {
+	Problems []error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "config: %d problem(s):", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  - " + p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap exposes each problem to errors.Is and errors.As.
+func (e *Error) Unwrap() []error { return e.Problems }

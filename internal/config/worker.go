@@ -44,8 +44,11 @@ func (p *parser) idgen(required bool) IDGen {
 	if g.Base+g.Count > MaxWorkerID+1 {
 		p.fail("IDGEN_WORKER_ID_COUNT", strconv.Itoa(g.Count), fmt.Sprintf("with IDGEN_WORKER_ID_BASE=%d goes past worker ID %d", g.Base, MaxWorkerID))
 	}
+	explicitSet := p.getenv("IDGEN_WORKER_ID") != ""
 	explicit := p.optionalInt("IDGEN_WORKER_ID", 0, MaxWorkerID)
 	switch {
+	case explicitSet && explicit < 0:
+		// already reported as malformed
 	case explicit >= 0:
 		g.WorkerID, g.Source = explicit, "IDGEN_WORKER_ID"
 		if explicit < g.Base || explicit >= g.Base+g.Count {

@@ -94,9 +94,12 @@ func (g *Generator) Next() Message {
 	defer func() { g.seq++ }()
 	u := g.rng.Float64()
 	switch {
-	case u < g.cfg.Duplicates && len(g.history) > 0:
-		orig := g.history[g.rng.IntN(len(g.history))]
-		return Message{Seq: g.seq, Key: orig.Key, Value: orig.Value, Kind: Duplicate, Event: orig.Event, DuplicateOf: orig.Seq}
+	case u < g.cfg.Duplicates:
+		if len(g.history) > 0 {
+			orig := g.history[g.rng.IntN(len(g.history))]
+			return Message{Seq: g.seq, Key: orig.Key, Value: orig.Value, Kind: Duplicate, Event: orig.Event, DuplicateOf: orig.Seq}
+		}
+		// Nothing to duplicate yet: a valid message, never a malformed one.
 	case u < g.cfg.Duplicates+g.cfg.Malformed:
 		e := g.newEvent()
 		key, value, flaw := g.corrupt(e)

@@ -182,3 +182,19 @@ func TestMessagesAreWhatTheySay(t *testing.T) {
 		}
 	}
 }
+
+// A duplicate drawn before any valid message exists must not turn into a
+// malformed one when no malformed messages were asked for.
+func TestNoMalformedWhenNoneAsked(t *testing.T) {
+	for seed := uint64(0); seed < 200; seed++ {
+		msgs, err := Generate(Config{Seed: seed, Merchants: 5, Duplicates: 0.5}, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if m.Kind == Malformed {
+				t.Fatalf("seed %d: message %d is malformed with Malformed=0", seed, m.Seq)
+			}
+		}
+	}
+}

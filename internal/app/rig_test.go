@@ -1,0 +1,151 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/quotaflow/billing/internal/config"
+	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/invariant"
+	"github.com/quotaflow/billing/internal/scenario"
+	"github.com/quotaflow/billing/internal/testenv"
+)
+
+// rig is one test's own slice of Kafka, MySQL and Redis, and workers on it.
+type rig struct {
+	t         *testing.T
+	kafka     *testenv.Kafka
+	db        *testenv.MySQL
+	redisAddr string
+	prefix    string
+	topic     string
+	dlqTopic  string
+	group     string
+	env       map[string]string
+}
+
+func newRig(t *testing.T, partitions int) *rig {
+	k := testenv.NewKafka(t)
+	r := testenv.NewRedis(t)
+	g := &rig{t: t, kafka: k, db: testenv.NewMySQL(t), redisAddr: r.Addr, prefix: r.Keys.Prefix(),
+		topic: k.Topic(t, partitions), dlqTopic: k.Topic(t, 1)}
+	g.group = g.topic + "-group"
+	g.env = map[string]string{
+		"KAFKA_BROKERS": joinComma(k.Brokers), "KAFKA_TOPIC": g.topic, "KAFKA_DLQ_TOPIC": g.dlqTopic, "KAFKA_GROUP": g.group,
+		"REDIS_ADDR": g.redisAddr, "REDIS_KEY_PREFIX": g.prefix, "MYSQL_DSN": g.db.DSN,
+		"HTTP_ADDR": "127.0.0.1:0", "LOCK_TTL": "3s", "IDGEN_LEASE_TTL": "3s", "SHUTDOWN_TIMEOUT": "5s",
+		"WORKER_BATCH_WAIT": "2ms", "WORKER_MAX_ATTEMPTS": "3", "WORKER_COMMIT_INTERVAL": "200ms",
+	}
+	return g
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}
+
+func (g *rig) config(workerID int) config.Config {
+	g.t.Helper()
+	env := map[string]string{"IDGEN_WORKER_ID": fmt.Sprint(workerID)}
+	for k, v := range g.env {
+		env[k] = v
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] }, config.NeedKafka, config.NeedWorkerID)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return cfg
+}
+
+// runningWorker is a worker started in the background; stop waits for it.
+type runningWorker struct {
+	*Worker
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (g *rig) start(workerID int, opts WorkerOptions) *runningWorker {
+	g.t.Helper()
+	log := zaptest.NewLogger(g.t, zaptest.Level(zap.WarnLevel)).With(zap.Int("worker", workerID))
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := NewWorker(ctx, g.config(workerID), log, opts)
+	if err != nil {
+		cancel()
+		g.t.Fatal(err)
+	}
+	rw := &runningWorker{Worker: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { rw.done <- w.Run(ctx) }()
+	g.t.Cleanup(func() { rw.stop(g.t) })
+	return rw
+}
+
+func (rw *runningWorker) stop(t *testing.T) {
+	t.Helper()
+	if rw.cancel == nil {
+		return
+	}
+	rw.cancel()
+	rw.cancel = nil
+	select {
+	case err := <-rw.done:
+		if err != nil {
+			t.Errorf("worker Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker did not stop within 20s")
+	}
+}
+
+func (g *rig) client() *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(g.kafka.Brokers...), Timeout: 10 * time.Second}
+}
+
+func (g *rig) produce(ctx context.Context, msgs []kafka.Message) {
+	g.t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(g.kafka.Brokers...), Topic: g.topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond}
+	defer w.Close()
+	if err := scenario.Produce(ctx, w, msgs, nil); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *rig) drain(ctx context.Context) {
+	g.t.Helper()
+	if err := scenario.WaitDrained(ctx, g.client(), g.group, g.topic, nil); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *rig) dlqRecords(ctx context.Context) []dlq.Record {
+	g.t.Helper()
+	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers}, zap.NewNop(), dlq.Options{})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	recs, err := scenario.ReadDLQ(ctx, c, g.dlqTopic)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return recs
+}
+
+func (g *rig) check(ctx context.Context, w *Worker, produced invariant.Produced, records []dlq.Record) *invariant.Report {
+	g.t.Helper()
+	rep, err := invariant.Check(ctx, produced, invariant.State{DB: g.db.DB, Redis: w.svc.Redis, Keys: w.svc.Keys, DLQ: records, RedisSettled: true})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return rep
+}

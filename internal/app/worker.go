@@ -1,0 +1,205 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/quotaflow/billing/internal/config"
+	"github.com/quotaflow/billing/internal/consumer"
+	"github.com/quotaflow/billing/internal/deduct"
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/httpserver"
+	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/lock"
+)
+
+// Worker is one billing-worker: a consumer-group member running the write path.
+type Worker struct {
+	cfg      config.Config
+	log      *zap.Logger
+	svc      *Services
+	ownsSvc  bool
+	lease    *idgen.Lease
+	locks    *lock.Client
+	consumer *consumer.Consumer[event.PaymentSucceeded]
+	http     *httpserver.Server
+	Deductor *deduct.Deductor
+	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
+	HTTPAddr net.Addr
+}
+
+// WorkerOptions are the optional parts of NewWorker.
+type WorkerOptions struct {
+	// Registry receives every metric; nil makes a fresh one.
+	Registry *prometheus.Registry
+	// Services to share (the demo runs two workers on one pair of pools); nil opens them from the config.
+	Services *Services
+	// NoHTTP skips the ops server (tests and the demo's second worker).
+	NoHTTP bool
+}
+
+// NewWorker builds a worker. It leases its Snowflake worker ID first: a start
+// that finds the ID held by another live holder waits up to two lease TTLs for
+// it to expire and then fails, naming the holder, rather than taking it.
+func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts WorkerOptions) (_ *Worker, err error) {
+	if cfg.IDGen.WorkerID < 0 {
+		return nil, errors.New("app: no Snowflake worker ID (set IDGEN_WORKER_ID or POD_NAME)")
+	}
+	if len(cfg.Kafka.Brokers) == 0 {
+		return nil, errors.New("app: KAFKA_BROKERS is empty")
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	w := &Worker{cfg: cfg, log: log, svc: opts.Services}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
+	if w.svc == nil {
+		if w.svc, err = OpenServices(ctx, cfg, "billing-worker", log); err != nil {
+			return nil, err
+		}
+		w.ownsSvc = true
+	}
+	m, err := registerAll(reg)
+	if err != nil {
+		return nil, err
+	}
+	if w.lease, err = w.acquireLease(ctx, m.idgen); err != nil {
+		return nil, err
+	}
+	gen, err := idgen.New(cfg.IDGen.WorkerID, idgen.Options{Lease: w.lease, Metrics: m.idgen})
+	if err != nil {
+		return nil, err
+	}
+	if w.locks, err = lock.New(w.svc.Redis, w.svc.Keys, lock.Options{Metrics: m.lock, Logger: log}); err != nil {
+		return nil, err
+	}
+	store, err := ledger.New(w.svc.DB, ledgerIDs{gen}, m.ledger, ledger.Options{})
+	if err != nil {
+		return nil, err
+	}
+	locks := merchantLocks{client: w.locks, keys: w.svc.Keys, ttl: cfg.LockTTL}
+	if w.Deductor, err = deduct.New(w.svc.Redis, w.svc.Keys, locks, store, log, m.deduct, deduct.Options{}); err != nil {
+		return nil, err
+	}
+	handler := &billingHandler{deductor: w.Deductor, metrics: m.app, log: log, now: time.Now}
+	w.consumer, err = consumer.New(consumerConfig(cfg, w.svc), decode, handler, w.probe, log, m.consumer)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.NoHTTP {
+		w.http = httpserver.New(cfg.HTTPAddr, reg, log)
+		w.http.AddReadiness("redis", w.svc.PingRedis)
+		w.http.AddReadiness("mysql", w.svc.PingMySQL)
+		w.http.AddReadiness("kafka", w.consumer.Ready)
+		w.http.AddReadiness("idgen_lease", w.leaseHeld)
+		if w.HTTPAddr, err = w.http.Listen(); err != nil {
+			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
+		}
+	}
+	return w, nil
+}
+
+// probe tells the consumer whether a failure is an outage (retry without
+// counting attempts) or the message's own fault. A lapsed worker-ID lease is an
+// outage too: no ledger row can be written until it is back.
+func (w *Worker) probe(ctx context.Context) error {
+	return errors.Join(w.svc.Ping(ctx), w.leaseHeld(ctx))
+}
+
+func (w *Worker) leaseHeld(context.Context) error {
+	if !w.lease.Valid() {
+		return errors.New("idgen: worker-ID lease not held")
+	}
+	return nil
+}
+
+func consumerConfig(cfg config.Config, svc *Services) consumer.Config {
+	return consumer.Config{
+		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, Group: cfg.Kafka.Group, DLQTopic: cfg.Kafka.DLQTopic,
+		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, BatchWait: cfg.Worker.BatchWait,
+		MaxInFlightPerPartition: cfg.Worker.MaxInFlight, CommitInterval: cfg.Worker.CommitInterval,
+		MaxAttempts: cfg.Worker.MaxAttempts, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+		Dialer: svc.Kafka.Dialer, Transport: svc.Kafka.Transport,
+	}
+}
+
+func (w *Worker) acquireLease(ctx context.Context, m *idgen.Metrics) (*idgen.Lease, error) {
+	host, _ := os.Hostname()
+	holder := idgen.Holder{Pod: w.cfg.IDGen.PodName, IP: w.cfg.IDGen.PodIP, Since: time.Now().UTC()}
+	if holder.Pod == "" {
+		holder.Pod = fmt.Sprintf("%s/pid-%d", host, os.Getpid())
+	}
+	ttl := w.cfg.IDGen.LeaseTTL
+	deadline := time.Now().Add(2 * ttl)
+	for {
+		lease, err := idgen.AcquireLease(ctx, w.svc.Redis, w.svc.Keys, w.cfg.IDGen.WorkerID, holder, w.log,
+			idgen.LeaseOptions{TTL: ttl, Metrics: m})
+		if err == nil {
+			w.log.Info("leased Snowflake worker ID", zap.Int("worker_id", w.cfg.IDGen.WorkerID), zap.String("source", w.cfg.IDGen.Source))
+			return lease, nil
+		}
+		var held *idgen.HeldError
+		if !errors.As(err, &held) || time.Now().After(deadline) {
+			return nil, err
+		}
+		w.log.Warn("worker ID held by another holder, waiting for its lease to expire", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(ttl / 3):
+		}
+	}
+}
+
+// Run consumes until ctx ends, then drains, commits and stops every part.
+func (w *Worker) Run(ctx context.Context) error {
+	defer w.close()
+	g, gctx := errgroup.WithContext(ctx)
+	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
+	g.Go(func() error {
+		// The lease outlives the consumer's drain: IDs are needed until the last batch commits.
+		if err := w.lease.Run(leaseCtx); err != nil {
+			// Only the release at the end can fail here; the lease then expires by itself.
+			w.log.Warn("worker-ID lease not released; it expires after its TTL", zap.Error(err))
+		}
+		return nil
+	})
+	if w.http != nil {
+		httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+		g.Go(func() error { return w.http.Run(httpCtx) })
+		defer stopHTTP()
+		go func() { <-gctx.Done(); stopHTTP() }()
+	}
+	g.Go(func() error {
+		defer stopLease()
+		err := w.consumer.Run(gctx)
+		if err != nil {
+			w.log.Error("consumer stopped", zap.Error(err))
+		}
+		return err
+	})
+	return g.Wait()
+}
+
+func (w *Worker) close() {
+	if w.locks != nil {
+		w.locks.Close()
+	}
+	if w.ownsSvc && w.svc != nil {
+		w.svc.Close()
+	}
+}
