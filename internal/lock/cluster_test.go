@@ -1,0 +1,93 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/quotaflow/billing/internal/testenv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/lock"
+)
+
+// The lock on a Redis Cluster of three masters: keys of many slots, the
+// fencing script on the lock and quota keys of one merchant (no CROSSSLOT),
+// release notifications that cross nodes, and loss detection.
+func TestCluster(t *testing.T) {
+	addrs := testenv.StartRedisCluster(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { rdb.Close() })
+	keys, err := keyspace.New("locktest:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, _ := newClient(t, rdb, keys, lock.Options{})
+	noPoll := lock.Options{RetryMin: time.Hour, RetryMax: time.Hour}
+	waiter, _ := newClient(t, rdb, keys, noPoll)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	nodes := map[string]bool{}
+	for i := range 12 {
+		m := fmt.Sprintf("m-%d", i)
+		lockKey, quotaKey := keys.Lock(m), keys.Quota(m)
+		node, err := rdb.MasterForKey(ctx, lockKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[node.Options().Addr] = true
+		if err := rdb.HSet(ctx, quotaKey, "remain", 10).Err(); err != nil {
+			t.Fatal(err)
+		}
+
+		l, err := holder.Obtain(ctx, lockKey, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if remain, err := deduct(ctx, rdb, l, quotaKey, 3); err != nil || remain != 7 {
+			t.Fatalf("%s: deduct = %d, %v; want 7", m, remain, err)
+		}
+
+		got := make(chan error, 1)
+		go func() {
+			l2, err := waiter.Wait(ctx, lockKey, time.Minute)
+			if err == nil {
+				err = l2.Release(ctx)
+			}
+			got <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("%s: waiter: %v", m, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: waiter not woken by the release", m)
+		}
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("keys landed on %d node(s); want several", len(nodes))
+	}
+
+	l, err := holder.Obtain(ctx, keys.Lock("m-0"), 600*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx := l.Watch(ctx)
+	if err := rdb.Del(ctx, keys.Lock("m-0")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, wctx, 600*time.Millisecond)
+	requireLost(t, wctx, l, true)
+	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release: err = %v, want ErrNotHeld", err)
+	}
+}
