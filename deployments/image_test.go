@@ -1,0 +1,196 @@
+package deployments_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
+)
+
+// stage is one FROM of a Dockerfile, its instructions with continuations joined.
+type stage struct {
+	from, name string
+	lines      []string
+}
+
+// image is what the manifests need to know of the runtime image.
+type image struct {
+	builder stage
+	runtime stage
+	binDir  string   // where the programs are
+	cmd     []string // default command (exec form)
+	user    string
+}
+
+var argRef = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?`)
+
+// parseDockerfile reads deployments/Dockerfile: the first stage builds, the
+// last one runs.
+func parseDockerfile(t *testing.T) image {
+	t.Helper()
+	args := map[string]string{}
+	var stages []stage
+	var logical []string
+	var cur strings.Builder
+	for _, line := range strings.Split(string(readFile(t, "Dockerfile")), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur.Len() == 0) {
+			continue
+		}
+		if cont, ok := strings.CutSuffix(trimmed, `\`); ok {
+			cur.WriteString(cont + " ")
+			continue
+		}
+		cur.WriteString(trimmed)
+		logical = append(logical, cur.String())
+		cur.Reset()
+	}
+	for _, l := range logical {
+		instr, rest, _ := strings.Cut(l, " ")
+		switch strings.ToUpper(instr) {
+		case "ARG":
+			if len(stages) == 0 {
+				name, def, _ := strings.Cut(rest, "=")
+				args[name] = def
+			}
+		case "FROM":
+			f := strings.Fields(rest)
+			var s stage
+			for _, w := range f {
+				if !strings.HasPrefix(w, "--") {
+					s.from = argRef.ReplaceAllStringFunc(w, func(ref string) string { return args[argRef.FindStringSubmatch(ref)[1]] })
+					break
+				}
+			}
+			if len(f) >= 2 && strings.EqualFold(f[len(f)-2], "AS") {
+				s.name = f[len(f)-1]
+			}
+			stages = append(stages, s)
+		}
+		if len(stages) > 0 {
+			stages[len(stages)-1].lines = append(stages[len(stages)-1].lines, l)
+		}
+	}
+	if len(stages) < 2 {
+		t.Fatalf("Dockerfile: %d stage(s), want a builder and a runtime stage", len(stages))
+	}
+	img := image{builder: stages[0], runtime: stages[len(stages)-1]}
+	for _, l := range img.runtime.lines {
+		instr, rest, _ := strings.Cut(l, " ")
+		switch strings.ToUpper(instr) {
+		case "COPY":
+			if f := strings.Fields(rest); strings.HasPrefix(f[0], "--from=") {
+				img.binDir = strings.TrimSuffix(f[len(f)-1], "/")
+			}
+		case "CMD":
+			if err := json.Unmarshal([]byte(rest), &img.cmd); err != nil {
+				t.Errorf("Dockerfile: CMD %s is not the exec form: %v", rest, err)
+			}
+		case "USER":
+			img.user = rest
+		}
+	}
+	return img
+}
+
+func TestDockerfile(t *testing.T) {
+	img := parseDockerfile(t)
+	if want := "golang:" + goMinor(t); img.builder.from != want {
+		t.Errorf("builder FROM %q, want %q (the go directive of go.mod)", img.builder.from, want)
+	}
+	build := ""
+	for _, l := range img.builder.lines {
+		if strings.Contains(l, "go build") {
+			build = l
+		}
+	}
+	if build == "" {
+		t.Fatal("the builder stage runs no go build")
+	}
+	builder := strings.Join(img.builder.lines, "\n")
+	for _, want := range []string{"-trimpath", `-ldflags "-s -w"`, "--mount=type=cache,target=/go/pkg/mod"} {
+		if !strings.Contains(build, want) {
+			t.Errorf("the go build line lacks %s: %s", want, build)
+		}
+	}
+	if !strings.Contains(builder, "CGO_ENABLED=0") {
+		t.Error("the builder does not set CGO_ENABLED=0: the binaries would need libc")
+	}
+	for p := range programs(t) {
+		if !strings.Contains(build, "./cmd/...") && !strings.Contains(build, "./cmd/"+p) {
+			t.Errorf("the image does not build %s", p)
+		}
+	}
+
+	rt := img.runtime.from
+	if rt != "scratch" && !(strings.HasPrefix(rt, "gcr.io/distroless/static") && strings.Contains(rt, ":nonroot")) {
+		t.Errorf("runtime FROM %q: want distroless static :nonroot or scratch", rt)
+	}
+	uid, _, _ := strings.Cut(img.user, ":")
+	if n, err := strconv.Atoi(uid); err != nil || n == 0 {
+		t.Errorf("runtime USER %q: want a numeric non-root uid (runAsNonRoot can only verify a number)", img.user)
+	}
+	if img.binDir == "" {
+		t.Error("the runtime stage copies no binaries from the builder")
+	}
+	if len(img.cmd) == 0 || !programs(t)[filepath.Base(img.cmd[0])] || filepath.Dir(img.cmd[0]) != img.binDir {
+		t.Errorf("CMD %q is not a program in %s", img.cmd, img.binDir)
+	}
+}
+
+// .dockerignore keeps the repository's history and clutter out of the build
+// context and lets in everything the build needs.
+func TestDockerignore(t *testing.T) {
+	patterns, err := ignorefile.ReadAll(bytes.NewReader(readFile(t, repoPath(".dockerignore"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := patternmatcher.New(patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := func(name string) bool {
+		ok, err := pm.MatchesOrParentMatches(filepath.ToSlash(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for _, name := range []string{".git", "deployments/compose.yaml"} {
+		if !ignored(name) {
+			t.Errorf(".dockerignore lets %s into the build context", name)
+		}
+	}
+	needed := []string{"go.mod", "go.sum"}
+	for _, dir := range []string{"cmd", "internal", "migrations"} {
+		err := filepath.WalkDir(repoPath(dir), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() && !strings.HasSuffix(p, "_test.go") {
+				rel, _ := filepath.Rel("..", p)
+				needed = append(needed, rel)
+			}
+			return nil
+		})
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range needed {
+		if ignored(name) {
+			t.Errorf(".dockerignore leaves out %s, which the build needs", name)
+		}
+	}
+}
