@@ -1,6 +1,6 @@
 // Command billing-sim makes synthetic traffic: it produces payment events to
-// Kafka, benchmarks write strategies against MySQL and Redis, and (later)
-// runs the whole system on one machine.
+// Kafka, benchmarks write strategies against MySQL and Redis, and runs the
+// whole system on one machine (demo).
 package main
 
 import (
@@ -23,7 +23,7 @@ const usage = `billing-sim: synthetic traffic for the billing system
 
   billing-sim produce [--total N | --rate N/s] [--merchants N] [--hot SHARE | --skew zipf:S] [--duplicates F] [--malformed F] ...
   billing-sim bench   [--strategies rowlock,redis-per-event,pipeline] [--events N] [--callers N] [--output file.json] ...
-  billing-sim demo
+  billing-sim demo    [--events N] [--merchants N] [--rate N] [--keep] [--brokers host:port] ...
 
 Run a command with -h for its flags. Connections default to the environment
 (KAFKA_BROKERS, KAFKA_TOPIC, REDIS_ADDR, MYSQL_DSN, LOG_LEVEL: see README).
@@ -31,9 +31,6 @@ Run a command with -h for its flags. Connections default to the environment
 
 // errUsage means the command line was wrong; the problem has been printed.
 var errUsage = errors.New("usage")
-
-// errNotYet: the demo is written later.
-var errNotYet = errors.New("demo: not yet")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -71,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "bench":
 		cmd = runBench
 	case "demo":
-		return errNotYet
+		cmd = runDemo
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -26,7 +26,7 @@ func TestDispatch(t *testing.T) {
 	}{
 		{"no command", nil, errUsage},
 		{"unknown command", []string{"simulate"}, errUsage},
-		{"demo is not written yet", []string{"demo"}, errNotYet},
+		{"demo with a bad flag", []string{"demo", "--events", "lots"}, errUsage},
 		{"produce without brokers", []string{"produce"}, errUsage},
 		{"produce with a stray argument", []string{"produce", "--brokers", "127.0.0.1:1", "extra"}, errUsage},
 		{"bench with a bad flag", []string{"bench", "--callers", "many"}, errUsage},

@@ -1,0 +1,64 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/quotaflow/billing/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The demo end to end on the local services, small: every check it prints must
+// hold, and the story must be told.
+func TestDemoSmall(t *testing.T) {
+	// Borrow testenv's discovery so the test skips or fails like every integration test.
+	db := testenv.NewEmptyMySQL(t)
+	r := testenv.NewRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	sum, err := Run(ctx, Options{
+		MySQLDSN: db.DSN, RedisAddrs: []string{r.Addr}, Partitions: 3,
+		Merchants: 40, Events: 2000, Hot: 0.2, Duplicates: 0.03, Malformed: 0.02, Conflicts: 4, Seed: 5,
+		Out: &out,
+	})
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Restarts != 1 || sum.Reconcile.Repaired != 5 || len(sum.Recheck.Findings) != 0 || !sum.Invariants.OK() {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, want := range []string{"RESULT       OK", "throughput", "dead letters", "orphan_pending=1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if sum.Outcomes["applied"] == 0 || sum.Outcomes["insufficient"] == 0 || sum.Outcomes["unknown_merchant"] == 0 {
+		t.Errorf("outcomes %v: every outcome should show up", sum.Outcomes)
+	}
+	// The demo removes what it made.
+	var n int
+	if err := db.DB.Raw("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", sum.Database).Scan(&n).Error; err != nil || n != 0 {
+		t.Errorf("demo database %s left behind (%d, %v)", sum.Database, n, err)
+	}
+	if keys, _ := r.Client.Keys(ctx, sum.Prefix+"*").Result(); len(keys) != 0 {
+		t.Errorf("%d demo keys left in Redis", len(keys))
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	o := Options{Merchants: 5, Events: 10, Partitions: 0, Rate: -1, Conflicts: 50}
+	err := o.Validate()
+	for _, want := range []string{"--merchants", "--events", "--partitions", "--rate", "--conflicts"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want a problem with %s", err, want)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package demo
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/deduct"
+	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/reconcile"
+)
+
+// corruption is one deliberate lie told to Redis, as a failover that lost
+// writes or an operator's slip would.
+type corruption struct {
+	merchant string
+	kind     reconcile.Kind
+}
+
+// corrupt damages a few merchants' Redis balances while the workers are idle.
+func (r *run) corrupt(ctx context.Context) error {
+	keys, err := keyspace.New(r.st.prefix)
+	if err != nil {
+		return err
+	}
+	merchants, err := r.loadedMerchants(ctx, keys)
+	if err != nil {
+		return err
+	}
+	if len(merchants) < 6 {
+		return fmt.Errorf("demo: only %d merchants have a Redis balance to corrupt", len(merchants))
+	}
+	rdb := r.st.redis
+	old := time.Now().Add(-10 * time.Minute)
+	plan := []struct {
+		kind reconcile.Kind
+		do   func(key string) error
+	}{
+		{reconcile.KindRedisHigh, func(k string) error { return rdb.HIncrBy(ctx, k, deduct.FieldRemain, 100).Err() }},
+		{reconcile.KindRedisHigh, func(k string) error { return rdb.HIncrBy(ctx, k, deduct.FieldRemain, 3).Err() }},
+		{reconcile.KindRedisLow, func(k string) error { return rdb.HIncrBy(ctx, k, deduct.FieldRemain, -7).Err() }},
+		{reconcile.KindMissingKey, func(k string) error { return rdb.Del(ctx, k).Err() }},
+		{reconcile.KindOrphanPending, func(k string) error {
+			// A deduction whose worker died before its ledger row, long ago.
+			if err := rdb.HSet(ctx, k, deduct.PendingPrefix+"ghost-event", deduct.FormatPending(5, old)).Err(); err != nil {
+				return err
+			}
+			return rdb.HIncrBy(ctx, k, deduct.FieldRemain, -5).Err()
+		}},
+	}
+	for i, c := range plan {
+		m := merchants[i*len(merchants)/len(plan)]
+		if err := c.do(keys.Quota(m)); err != nil {
+			return fmt.Errorf("demo: corrupt %s: %w", m, err)
+		}
+		r.sum.Corrupted = append(r.sum.Corrupted, corruption{merchant: m, kind: c.kind})
+	}
+	r.say("corrupted %d Redis balances by hand: %s", len(plan), r.sum.corruptedList())
+	return nil
+}
+
+func (r *run) loadedMerchants(ctx context.Context, keys keyspace.Keyspace) ([]string, error) {
+	var out []string
+	iter := r.st.redis.Scan(ctx, 0, keys.QuotaPattern(), 1000).Iterator()
+	for iter.Next(ctx) {
+		if m, ok := keys.MerchantFromQuota(iter.Val()); ok {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out, iter.Err()
+}
+
+// reconcile runs the reconciler twice: the first pass must find and repair
+// exactly the corruptions, the second must find nothing.
+func (r *run) reconcile(ctx context.Context) error {
+	keys, err := keyspace.New(r.st.prefix)
+	if err != nil {
+		return err
+	}
+	db, err := sql.Open("mysql", r.st.dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	locks, err := lock.New(r.st.redis, keys, lock.Options{Logger: r.log})
+	if err != nil {
+		return err
+	}
+	defer locks.Close()
+	rc, err := reconcile.New(db, r.st.redis, keys, reconcile.NewLocker(locks), reconcile.Config{Grace: time.Minute, Logger: r.log})
+	if err != nil {
+		return err
+	}
+	first := rc.Run(ctx)
+	if err := first.Err(); err != nil {
+		return fmt.Errorf("demo: reconciler: %w", err)
+	}
+	second := rc.Run(ctx)
+	if err := second.Err(); err != nil {
+		return fmt.Errorf("demo: reconciler, second pass: %w", err)
+	}
+	r.sum.Reconcile, r.sum.Recheck = first, second
+	r.log.Debug("reconciled", zap.Int64("drifted", first.Drifted), zap.Int64("repaired", first.Repaired))
+	return nil
+}

@@ -1,0 +1,152 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/invariant"
+	"github.com/quotaflow/billing/internal/reconcile"
+	"github.com/quotaflow/billing/internal/scenario"
+)
+
+// Summary is what the demo did and found.
+type Summary struct {
+	Database, Prefix string
+	Brokers          []string
+	Embedded         bool
+	HTTPAddr         string
+
+	Traffic     scenario.Traffic
+	Unknown     int // merchants never granted
+	NearlyEmpty int
+	Restarts    int
+	ConsumeTime time.Duration
+
+	Outcomes                           map[string]int64
+	DLQ                                map[dlq.Class]int
+	LatencyP50, LatencyP99, LatencyMax float64 // ms, occurred_at to ledger row
+
+	Corrupted  []corruption
+	Reconcile  *reconcile.Report
+	Recheck    *reconcile.Report
+	Invariants *invariant.Report
+}
+
+func (s *Summary) corruptedList() string {
+	var parts []string
+	for _, c := range s.Corrupted {
+		parts = append(parts, c.merchant+" "+string(c.kind))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Throughput is messages per second from the first produce to the last commit.
+func (s *Summary) Throughput() float64 {
+	if s.ConsumeTime <= 0 {
+		return 0
+	}
+	return float64(len(s.Traffic.Messages)) / s.ConsumeTime.Seconds()
+}
+
+// failure says which check did not hold, or nil.
+func (s *Summary) failure() error {
+	var errs []error
+	if s.Invariants == nil || !s.Invariants.OK() {
+		errs = append(errs, errors.New("invariants broken"))
+	}
+	if s.Reconcile != nil {
+		found := map[string]bool{}
+		for _, f := range s.Reconcile.Findings {
+			found[f.MerchantID+" "+string(f.Kind)] = true
+		}
+		for _, c := range s.Corrupted {
+			if !found[c.merchant+" "+string(c.kind)] {
+				errs = append(errs, fmt.Errorf("reconciler missed %s on %s", c.kind, c.merchant))
+			}
+		}
+		if len(s.Reconcile.Findings) != len(s.Corrupted) {
+			errs = append(errs, fmt.Errorf("reconciler reported %d findings for %d corruptions", len(s.Reconcile.Findings), len(s.Corrupted)))
+		}
+		if s.Reconcile.Exit() != 2 {
+			errs = append(errs, fmt.Errorf("reconciler did not repair everything (exit %d)", s.Reconcile.Exit()))
+		}
+	}
+	if s.Recheck != nil && s.Recheck.Exit() != 0 {
+		errs = append(errs, fmt.Errorf("second reconciler pass not clean (exit %d, %d findings)", s.Recheck.Exit(), len(s.Recheck.Findings)))
+	}
+	want := map[dlq.Class]int{dlq.ClassInvalid: s.Traffic.Malformed, dlq.ClassConflict: s.Traffic.Conflicts}
+	for c, n := range want {
+		if s.DLQ[c] != n {
+			errs = append(errs, fmt.Errorf("DLQ holds %d %s records, want %d", s.DLQ[c], c, n))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Write prints the summary for a person.
+func (s *Summary) Write(w io.Writer) {
+	t := s.Traffic
+	fmt.Fprintf(w, "\n== billing demo ==\n")
+	fmt.Fprintf(w, "traffic      %d messages: %d valid, %d duplicates, %d malformed, %d conflicting duplicates (3 channels)\n",
+		len(t.Messages), t.Valid, t.Duplicates, t.Malformed, t.Conflicts)
+	fmt.Fprintf(w, "merchants    %d granted (%d nearly empty), %d unknown to billing\n", len(t.Merchants())-s.Unknown, s.NearlyEmpty, s.Unknown)
+	fmt.Fprintf(w, "workers      2 in one consumer group, %d restart(s) midway\n", s.Restarts)
+	fmt.Fprintf(w, "throughput   %.0f events/s end to end (%d messages in %s)\n", s.Throughput(), len(t.Messages), s.ConsumeTime.Round(time.Millisecond))
+	fmt.Fprintf(w, "latency      occurred_at -> ledger row: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", s.LatencyP50, s.LatencyP99, s.LatencyMax)
+	fmt.Fprintf(w, "outcomes    ")
+	for _, k := range sortedKeys(s.Outcomes) {
+		fmt.Fprintf(w, " %s=%d", k, s.Outcomes[k])
+	}
+	fmt.Fprintf(w, "\ndead letters")
+	for _, c := range sortedKeys(s.DLQ) {
+		fmt.Fprintf(w, " %s=%d", c, s.DLQ[c])
+	}
+	fmt.Fprintln(w)
+	if s.Reconcile != nil {
+		kinds := map[reconcile.Kind]int{}
+		for _, f := range s.Reconcile.Findings {
+			kinds[f.Kind]++
+		}
+		fmt.Fprintf(w, "reconciler   corrupted %d by hand; found %d drifted merchants", len(s.Corrupted), s.Reconcile.Drifted)
+		for _, k := range sortedKeys(kinds) {
+			fmt.Fprintf(w, " %s=%d", k, kinds[k])
+		}
+		fmt.Fprintf(w, "; repaired %d; second pass: %d findings\n", s.Reconcile.Repaired, len(s.Recheck.Findings))
+	}
+	if s.Invariants != nil {
+		fmt.Fprintf(w, "final check  Redis == MySQL for every loaded merchant, one ledger row per valid event, DLQ exactly once:\n%s", s.Invariants)
+	}
+	if err := s.failure(); err != nil {
+		fmt.Fprintf(w, "RESULT       FAILED: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "RESULT       OK\n")
+	}
+}
+
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// keep leaves everything running until ctx ends, for exploration.
+func (r *run) keep(ctx context.Context) {
+	env := r.st.env(9, r.o)
+	r.say("\n--keep: broker and workers stay up until Ctrl-C. Try, in another shell:")
+	r.say("  export KAFKA_BROKERS=%s KAFKA_TOPIC=%s KAFKA_DLQ_TOPIC=%s KAFKA_GROUP=%s", env["KAFKA_BROKERS"], env["KAFKA_TOPIC"], env["KAFKA_DLQ_TOPIC"], env["KAFKA_GROUP"])
+	r.say("  export MYSQL_DSN='%s' REDIS_ADDR=%s REDIS_KEY_PREFIX=%s", env["MYSQL_DSN"], env["REDIS_ADDR"], env["REDIS_KEY_PREFIX"])
+	r.say("  go run ./cmd/billingctl quota show --merchant m-000001")
+	r.say("  go run ./cmd/billingctl dlq ls --list")
+	r.say("  go run ./cmd/billing-sim produce --total 1000 --merchants %d", r.o.Merchants)
+	r.say("  curl -s http://%s/metrics | grep billing_events_total", r.sum.HTTPAddr)
+	<-ctx.Done()
+}
