@@ -1,0 +1,197 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// policy is what classify needs from the Config.
+type policy struct {
+	Grace   time.Duration
+	Ceiling int64 // 0: no ceiling
+	DryRun  bool
+	Hydrate bool
+}
+
+// merchantInput is one merchant's consistent view: its quota hash read under
+// its lock, and its balance row and pending-event ledger rows from one snapshot.
+type merchantInput struct {
+	ID                string
+	Credited, Debited int64
+	Quota             map[string]string // HGETALL; empty when the key is missing
+	Confirmed         map[string]bool   // pending event ids that have a debit row of this merchant
+	Held              bool              // a critical finding from the ledger audit
+}
+
+type planKind int
+
+const (
+	planNone    planKind = iota
+	planRepair           // repair.lua
+	planHydrate          // hydrate.lua
+)
+
+// plan is the one Redis write a merchant needs.
+type plan struct {
+	Kind      planKind
+	ExpectVer string
+	Remain    int64
+	Delete    []string
+}
+
+// verdict is what classify decided. Findings whose Action is still empty wait
+// for the plan's outcome (resolve).
+type verdict struct {
+	Findings []Finding
+	Plan     plan
+}
+
+// resolve sets the action of every finding waiting for the plan.
+func (v *verdict) resolve(a Action) {
+	for i := range v.Findings {
+		if v.Findings[i].Action == "" {
+			v.Findings[i].Action = a
+		}
+	}
+}
+
+// classify compares one merchant's Redis state with MySQL and plans the repair.
+func classify(in merchantInput, now time.Time, p policy) verdict {
+	var v verdict
+	truth := in.Credited - in.Debited
+	held := in.Held
+	q, perr := parseQuota(in.Quota)
+	remain := remainPtr(q)
+	// The ledger audit reports a negative balance of every merchant (and sets
+	// Held); this one covers a balance that went negative between the two reads.
+	if truth < 0 && !held {
+		v.Findings = append(v.Findings, Finding{MerchantID: in.ID, Kind: KindNegativeBalance, RedisValue: remain,
+			Expected: truth, Delta: truth, Action: ActionReported,
+			Detail: fmt.Sprintf("credited=%d < debited=%d", in.Credited, in.Debited)})
+	}
+	held = held || truth < 0
+	if perr != nil {
+		v.Findings = append(v.Findings, Finding{MerchantID: in.ID, Kind: KindMalformed, RedisValue: remain,
+			Expected: truth, Action: ActionReported, Detail: perr.Error()})
+		return v
+	}
+	if !q.Exists {
+		f := Finding{MerchantID: in.ID, Kind: KindMissingKey, Expected: truth, Detail: "no quota hash"}
+		if q.Leftover > 0 {
+			f.Detail = fmt.Sprintf("quota hash without remain, %d leftover fields", q.Leftover)
+		}
+		switch {
+		case held || !p.Hydrate:
+			f.Action = ActionReported
+		case p.DryRun:
+			f.Action = ActionDryRun
+		default:
+			v.Plan = plan{Kind: planHydrate, Remain: truth}
+		}
+		v.Findings = append(v.Findings, f)
+		return v
+	}
+	return classifyHash(v, in, q, truth, held, now, p)
+}
+
+func classifyHash(v verdict, in merchantInput, q quotaHash, truth int64, held bool, now time.Time, p policy) verdict {
+	var young, orphan, stale int64
+	var orphans, stales []pendingEntry
+	for _, e := range q.Pending {
+		switch {
+		case in.Confirmed[e.EventID]:
+			stale += e.Amount
+			stales = append(stales, e)
+		case now.Sub(e.At) > p.Grace:
+			orphan += e.Amount
+			orphans = append(orphans, e)
+		default:
+			young += e.Amount
+		}
+	}
+	expected := truth - young - orphan
+	drift := q.Remain - expected
+	remain := &q.Remain
+	var found []Finding
+	if drift != 0 {
+		kind := KindRedisHigh
+		if drift < 0 {
+			kind = KindRedisLow
+		}
+		found = append(found, Finding{MerchantID: in.ID, Kind: kind, RedisValue: remain, Expected: expected,
+			Delta: drift, Pending: young + orphan,
+			Detail: fmt.Sprintf("credited=%d debited=%d pending_in_flight=%d orphaned=%d", in.Credited, in.Debited, young, orphan)})
+	}
+	if len(orphans) > 0 {
+		found = append(found, Finding{MerchantID: in.ID, Kind: KindOrphanPending, RedisValue: remain,
+			Expected: q.Remain + orphan, Delta: -orphan, Pending: orphan, Detail: describe(orphans, now)})
+	}
+	if len(stales) > 0 {
+		found = append(found, Finding{MerchantID: in.ID, Kind: KindStalePending, RedisValue: remain,
+			Expected: q.Remain, Pending: stale, Detail: describe(stales, now)})
+	}
+	if len(found) == 0 {
+		return v
+	}
+	target := truth - young
+	action := Action("")
+	switch {
+	case held:
+		action = ActionReported
+	case p.Ceiling > 0 && abs(target-q.Remain) > p.Ceiling:
+		action = ActionOverCeiling
+	case p.DryRun:
+		action = ActionDryRun
+	default:
+		v.Plan = plan{Kind: planRepair, ExpectVer: q.Ver, Remain: target, Delete: fields(orphans, stales)}
+	}
+	for i := range found {
+		found[i].Action = action
+	}
+	v.Findings = append(v.Findings, found...)
+	return v
+}
+
+func remainPtr(q quotaHash) *int64 {
+	if !q.Exists {
+		return nil
+	}
+	r := q.Remain
+	return &r
+}
+
+func fields(lists ...[]pendingEntry) []string {
+	var out []string
+	for _, l := range lists {
+		for _, e := range l {
+			out = append(out, e.Field)
+		}
+	}
+	return out
+}
+
+// describe lists entries as "evt=amount@age" within the audit column's width.
+func describe(entries []pendingEntry, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d entries:", len(entries))
+	for i, e := range entries {
+		item := fmt.Sprintf(" %s=%d@%s", e.EventID, e.Amount, now.Sub(e.At).Truncate(time.Second))
+		if b.Len()+len(item) > maxDetail-16 {
+			fmt.Fprintf(&b, " (+%d more)", len(entries)-i)
+			break
+		}
+		b.WriteString(item)
+	}
+	return b.String()
+}
+
+// maxDetail is the width of reconcile_findings.detail.
+const maxDetail = 512
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

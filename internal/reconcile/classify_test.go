@@ -1,0 +1,198 @@
+package reconcile
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestClassify(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	old := fmt.Sprint(now.Add(-10 * time.Minute).UnixMilli())
+	young := fmt.Sprint(now.Add(-10 * time.Second).UnixMilli())
+	pol := policy{Grace: 2 * time.Minute, Ceiling: 1000, Hydrate: true}
+	type want struct {
+		kinds   []Kind
+		action  Action // of every finding; "" = waits for the plan
+		plan    plan
+		delta   []int64
+		pending []int64
+	}
+	cases := []struct {
+		name string
+		in   merchantInput
+		pol  policy
+		want want
+	}{
+		{"clean", merchantInput{Credited: 100, Debited: 30, Quota: h("70", "3")}, pol, want{}},
+		{"young pending is in-flight work, not drift",
+			merchantInput{Credited: 100, Debited: 30, Quota: h("65", "4", "p:e1", "5:"+young)}, pol, want{}},
+		{"redis high", merchantInput{Credited: 100, Debited: 30, Quota: h("80", "3")}, pol,
+			want{kinds: []Kind{KindRedisHigh}, plan: plan{Kind: planRepair, ExpectVer: "3", Remain: 70}, delta: []int64{10}, pending: []int64{0}}},
+		{"redis low with young pending kept", merchantInput{Credited: 100, Debited: 30, Quota: h("60", "3", "p:e1", "5:"+young)}, pol,
+			want{kinds: []Kind{KindRedisLow}, plan: plan{Kind: planRepair, ExpectVer: "3", Remain: 65}, delta: []int64{-5}, pending: []int64{5}}},
+		{"orphan is given back", merchantInput{Credited: 100, Debited: 30, Quota: h("65", "9", "p:e1", "5:"+old)}, pol,
+			want{kinds: []Kind{KindOrphanPending}, plan: plan{Kind: planRepair, ExpectVer: "9", Remain: 70, Delete: []string{"p:e1"}},
+				delta: []int64{-5}, pending: []int64{5}}},
+		{"confirmed pending field is removed, remain kept",
+			merchantInput{Credited: 100, Debited: 35, Quota: h("65", "9", "p:e1", "5:"+young), Confirmed: map[string]bool{"e1": true}}, pol,
+			want{kinds: []Kind{KindStalePending}, plan: plan{Kind: planRepair, ExpectVer: "9", Remain: 65, Delete: []string{"p:e1"}},
+				delta: []int64{0}, pending: []int64{5}}},
+		{"drift and orphan together", merchantInput{Credited: 100, Debited: 30, Quota: h("75", "2", "p:e1", "5:"+old, "p:e2", "7:"+young)}, pol,
+			want{kinds: []Kind{KindRedisHigh, KindOrphanPending}, plan: plan{Kind: planRepair, ExpectVer: "2", Remain: 63, Delete: []string{"p:e1"}},
+				delta: []int64{17, -5}, pending: []int64{12, 5}}},
+		{"missing key is hydrated", merchantInput{Credited: 100, Debited: 30}, pol,
+			want{kinds: []Kind{KindMissingKey}, plan: plan{Kind: planHydrate, Remain: 70}, delta: []int64{0}, pending: []int64{0}}},
+		{"missing key only reported without hydration", merchantInput{Credited: 100, Debited: 30}, policy{Grace: time.Minute},
+			want{kinds: []Kind{KindMissingKey}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
+		{"dry run", merchantInput{Credited: 100, Debited: 30, Quota: h("80", "3")}, policy{Grace: time.Minute, DryRun: true},
+			want{kinds: []Kind{KindRedisHigh}, action: ActionDryRun, delta: []int64{10}, pending: []int64{0}}},
+		{"over ceiling", merchantInput{Credited: 5000, Debited: 0, Quota: h("0", "3")}, pol,
+			want{kinds: []Kind{KindRedisLow}, action: ActionOverCeiling, delta: []int64{-5000}, pending: []int64{0}}},
+		{"held by a critical ledger finding", merchantInput{Credited: 100, Debited: 30, Quota: h("80", "3"), Held: true}, pol,
+			want{kinds: []Kind{KindRedisHigh}, action: ActionReported, delta: []int64{10}, pending: []int64{0}}},
+		{"negative balance is reported and holds the repair", merchantInput{Credited: 10, Debited: 20, Quota: h("5", "3")}, pol,
+			want{kinds: []Kind{KindNegativeBalance, KindRedisHigh}, action: ActionReported, delta: []int64{-10, 15}, pending: []int64{0, 0}}},
+		{"negative balance already reported by the ledger audit", merchantInput{Credited: 10, Debited: 20, Quota: h("5", "3"), Held: true}, pol,
+			want{kinds: []Kind{KindRedisHigh}, action: ActionReported, delta: []int64{15}, pending: []int64{0}}},
+		{"malformed remain", merchantInput{Credited: 10, Quota: h("ten", "3")}, pol,
+			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
+		{"malformed pending", merchantInput{Credited: 10, Quota: h("10", "3", "p:e1", "5")}, pol,
+			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.in.ID = "m-1"
+			v := classify(c.in, now, c.pol)
+			var kinds []Kind
+			var delta, pending []int64
+			for _, f := range v.Findings {
+				kinds = append(kinds, f.Kind)
+				delta = append(delta, f.Delta)
+				pending = append(pending, f.Pending)
+				if f.Action != c.want.action {
+					t.Errorf("%s action = %q, want %q", f.Kind, f.Action, c.want.action)
+				}
+				if f.MerchantID != "m-1" {
+					t.Errorf("merchant = %q", f.MerchantID)
+				}
+				if f.RedisValue != nil && f.Delta != *f.RedisValue-f.Expected && !f.Kind.Critical() {
+					t.Errorf("%s: delta %d != redis %d - expected %d", f.Kind, f.Delta, *f.RedisValue, f.Expected)
+				}
+			}
+			if !reflect.DeepEqual(kinds, c.want.kinds) || !reflect.DeepEqual(delta, c.want.delta) || !reflect.DeepEqual(pending, c.want.pending) {
+				t.Errorf("kinds %v delta %v pending %v; want %v %v %v", kinds, delta, pending, c.want.kinds, c.want.delta, c.want.pending)
+			}
+			if !reflect.DeepEqual(v.Plan, c.want.plan) {
+				t.Errorf("plan = %+v, want %+v", v.Plan, c.want.plan)
+			}
+		})
+	}
+}
+
+// h builds an HGETALL result: remain, ver, then field/value pairs.
+func h(remain, ver string, kv ...string) map[string]string {
+	m := map[string]string{"remain": remain, "ver": ver}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func TestResolveFillsOnlyWaitingFindings(t *testing.T) {
+	v := verdict{Findings: []Finding{{Kind: KindRedisHigh}, {Kind: KindNegativeBalance, Action: ActionReported}}}
+	v.resolve(ActionRepaired)
+	if v.Findings[0].Action != ActionRepaired || v.Findings[1].Action != ActionReported {
+		t.Fatalf("actions = %q, %q", v.Findings[0].Action, v.Findings[1].Action)
+	}
+}
+
+func TestDescribeFitsTheAuditColumn(t *testing.T) {
+	now := time.Now()
+	var entries []pendingEntry
+	for i := range 100 {
+		entries = append(entries, pendingEntry{EventID: fmt.Sprintf("evt-%040d", i), Amount: 5, At: now.Add(-time.Hour)})
+	}
+	d := describe(entries, now)
+	if len(d) > maxDetail || !strings.Contains(d, "more)") || !strings.HasPrefix(d, "100 entries:") {
+		t.Fatalf("describe = %d bytes: %q", len(d), d)
+	}
+}
+
+func TestParseQuota(t *testing.T) {
+	q, err := parseQuota(map[string]string{"remain": "-3", "ver": "7", "p:b": "2:1700000000000", "p:a": "1:1700000000001", "other": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.Exists || q.Remain != -3 || q.Ver != "7" || len(q.Pending) != 2 || q.Pending[0].EventID != "a" ||
+		q.Pending[0].Amount != 1 || q.Pending[0].At.UnixMilli() != 1700000000001 || q.Pending[1].Field != "p:b" {
+		t.Fatalf("parsed %+v", q)
+	}
+	if q, err := parseQuota(nil); err != nil || q.Exists {
+		t.Fatalf("empty: %+v %v", q, err)
+	}
+	if q, err := parseQuota(map[string]string{"ver": "1", "p:e": "x"}); err != nil || q.Exists || q.Leftover != 2 {
+		t.Fatalf("hash without remain: %+v %v", q, err)
+	}
+	for _, bad := range []map[string]string{
+		{"remain": "1.5"},
+		{"remain": "1", "p:e": "0:1700000000000"},
+		{"remain": "1", "p:e": "x:1700000000000"},
+		{"remain": "1", "p:e": "3"},
+		{"remain": "1", "p:": "3:1700000000000"},
+	} {
+		if _, err := parseQuota(bad); err == nil {
+			t.Errorf("%v parsed", bad)
+		}
+	}
+}
+
+func TestSettledBound(t *testing.T) {
+	now := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)
+	b := settledBound(now, time.Minute)
+	cutoff := now.Add(-time.Minute).UnixMilli() - snowflakeEpochMilli
+	idAt := func(ms int64, worker, seq int64) int64 { return ms<<22 | worker<<12 | seq }
+	if b != idAt(cutoff, 1023, 4095) {
+		t.Fatalf("bound %d is not the last id of ms %d", b, cutoff)
+	}
+	if idAt(cutoff+1, 0, 0) <= b || idAt(cutoff, 1023, 4095) > b {
+		t.Fatal("bound does not split at the cutoff millisecond")
+	}
+	if settledBound(time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC), 0) != 0 {
+		t.Fatal("a time before the epoch must bound at 0")
+	}
+}
+
+func TestAuditLedger(t *testing.T) {
+	ok := ledgerView{Balance: balance{100, 30}, Base: checkpoint{LastID: 9, Credited: 60, Debited: 20}, SettledCredit: 30, FreshCredit: 10, SettledDebit: 10}
+	if f := auditLedger("m", ok); len(f) != 0 {
+		t.Fatalf("consistent view: %+v", f)
+	}
+	bad := ok
+	bad.FreshDebit = 4
+	f := auditLedger("m", bad)
+	if len(f) != 1 || f[0].Kind != KindLedgerMismatch || f[0].Expected != 34 || f[0].Delta != -4 || f[0].Action != ActionReported {
+		t.Fatalf("debit mismatch: %+v", f)
+	}
+	neg := ledgerView{Balance: balance{10, 20}, SettledCredit: 10, SettledDebit: 20}
+	if f := auditLedger("m", neg); len(f) != 1 || f[0].Kind != KindNegativeBalance || f[0].Delta != -10 {
+		t.Fatalf("negative: %+v", f)
+	}
+}
+
+func TestLedgerViewNext(t *testing.T) {
+	v := ledgerView{Base: checkpoint{LastID: 9, Credited: 60, Debited: 20}, SettledCredit: 30, SettledDebit: 5, FreshCredit: 10, MaxSettled: 15}
+	cp, ok := v.next(false)
+	if !ok || cp != (checkpoint{LastID: 15, Credited: 90, Debited: 25}) {
+		t.Fatalf("next = %+v %v", cp, ok)
+	}
+	v = ledgerView{Base: checkpoint{LastID: 9, Credited: 60}, FreshCredit: 10}
+	if _, ok := v.next(false); ok {
+		t.Fatal("nothing settled: no checkpoint to write")
+	}
+	if cp, ok := v.next(true); !ok || cp != (checkpoint{LastID: 9, Credited: 60}) {
+		t.Fatalf("full: %+v %v", cp, ok)
+	}
+}

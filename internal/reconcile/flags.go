@@ -1,0 +1,86 @@
+package reconcile
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Output formats of the run report.
+const (
+	OutputText = "text"
+	OutputJSON = "json"
+)
+
+// Options is the command line of the reconciler program.
+type Options struct {
+	Config Config
+	Every  time.Duration // 0: run once (--once, the default)
+	Output string        // OutputText or OutputJSON
+}
+
+type merchantList []string
+
+func (l *merchantList) String() string { return strings.Join(*l, ",") }
+func (l *merchantList) Set(v string) error {
+	for _, m := range strings.Split(v, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			*l = append(*l, m)
+		}
+	}
+	return nil
+}
+
+// ParseFlags parses the reconciler's command line. Usage and errors go to out.
+// -h returns flag.ErrHelp.
+func ParseFlags(args []string, out io.Writer) (Options, error) {
+	var o Options
+	c := &o.Config
+	var once, hydrate bool
+	var merchants merchantList
+	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.BoolVar(&once, "once", false, "run once and exit (the default; exit code 0 clean, 1 drift found, 2 repaired, 3 failed)")
+	fs.DurationVar(&o.Every, "every", 0, "run in a loop with this period (e.g. 5m) until SIGTERM")
+	fs.BoolVar(&c.DryRun, "dry-run", false, "report only: never write Redis (audit rows are written)")
+	fs.Var(&merchants, "merchant", "check only this merchant (repeatable, or comma-separated)")
+	fs.IntVar(&c.Concurrency, "concurrency", DefaultConcurrency, "pages of merchants checked at once")
+	fs.IntVar(&c.PageSize, "page", DefaultPageSize, "merchants per page")
+	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "pending deductions younger than this are in-flight work, not drift")
+	fs.DurationVar(&c.Settle, "settle", DefaultSettle, "ledger rows whose Snowflake time is younger than this are not checkpointed")
+	fs.Int64Var(&c.RepairCeiling, "repair-ceiling", DefaultRepairCeiling, "absolute change of remain above which drift is reported but not repaired (0: no ceiling)")
+	fs.DurationVar(&c.LockTTL, "lock-ttl", DefaultLockTTL, "TTL of the reconciler's hold on a merchant lock")
+	fs.BoolVar(&hydrate, "hydrate-missing", true, "hydrate a missing quota hash from merchant_balance (set only if absent)")
+	fs.BoolVar(&c.LedgerFull, "ledger-full", false, "audit the whole ledger, ignoring and rewriting the checkpoints")
+	fs.DurationVar(&c.BusyRetryDelay, "busy-retry-delay", DefaultBusyRetryDelay, "pause before merchants found busy are tried once more")
+	fs.StringVar(&o.Output, "output", OutputText, "report format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return Options{}, err
+	}
+	c.Merchants, c.SkipHydrate = merchants, !hydrate
+	if err := o.validate(once, fs.NArg()); err != nil {
+		fmt.Fprintln(out, err)
+		return Options{}, err
+	}
+	return o, nil
+}
+
+func (o Options) validate(once bool, extra int) error {
+	var errs []error
+	if once && o.Every != 0 {
+		errs = append(errs, errors.New("reconcile: --once and --every exclude each other"))
+	}
+	if o.Every < 0 || (o.Every > 0 && o.Every < time.Second) {
+		errs = append(errs, fmt.Errorf("reconcile: --every %v is below 1s", o.Every))
+	}
+	if o.Output != OutputText && o.Output != OutputJSON {
+		errs = append(errs, fmt.Errorf("reconcile: --output %q is not text or json", o.Output))
+	}
+	if extra > 0 {
+		errs = append(errs, errors.New("reconcile: unexpected arguments after the flags"))
+	}
+	return errors.Join(append(errs, o.Config.Validate())...)
+}

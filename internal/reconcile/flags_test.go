@@ -1,0 +1,56 @@
+package reconcile
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	var out bytes.Buffer
+	o, err := ParseFlags([]string{"--every", "5m", "--dry-run", "--merchant", "m-1", "--merchant", "m-2,m-3",
+		"--concurrency", "8", "--grace", "3m", "--repair-ceiling", "50", "--output", "json", "--hydrate-missing=false"}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	c := o.Config
+	if o.Every != 5*time.Minute || o.Output != OutputJSON || !c.DryRun || c.Concurrency != 8 || c.Grace != 3*time.Minute ||
+		c.RepairCeiling != 50 || !c.SkipHydrate || !reflect.DeepEqual(c.Merchants, []string{"m-1", "m-2", "m-3"}) {
+		t.Fatalf("options = %+v", o)
+	}
+	d, err := ParseFlags([]string{"--once"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Every != 0 || d.Output != OutputText || d.Config.Grace != DefaultGrace || d.Config.RepairCeiling != DefaultRepairCeiling ||
+		d.Config.SkipHydrate || d.Config.DryRun || d.Config.Settle != DefaultSettle {
+		t.Fatalf("defaults = %+v", d)
+	}
+	if _, err := ParseFlags([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+}
+
+func TestParseFlagsRejects(t *testing.T) {
+	for _, args := range [][]string{
+		{"--once", "--every", "1m"},
+		{"--every", "10ms"},
+		{"--output", "yaml"},
+		{"--concurrency", "0"},
+		{"--grace", "0s"},
+		{"--repair-ceiling", "-1"},
+		{"--merchant", "m{1}"},
+		{"extra"},
+		{"--nope"},
+	} {
+		var out bytes.Buffer
+		if _, err := ParseFlags(args, &out); err == nil {
+			t.Errorf("%v accepted", args)
+		} else if out.Len() == 0 {
+			t.Errorf("%v: nothing told to the user", args)
+		}
+	}
+}
