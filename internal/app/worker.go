@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,25 +13,19 @@ import (
 
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/consumer"
-	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/httpserver"
-	"github.com/quotaflow/billing/internal/idgen"
-	"github.com/quotaflow/billing/internal/ledger"
-	"github.com/quotaflow/billing/internal/lock"
 )
 
 // Worker is one billing-worker: a consumer-group member running the write path.
 type Worker struct {
 	cfg      config.Config
 	log      *zap.Logger
-	svc      *Services
-	ownsSvc  bool
-	lease    *idgen.Lease
-	locks    *lock.Client
+	svc     *Services
+	ownsSvc bool
+	*writePath
 	consumer *consumer.Consumer[event.PaymentSucceeded]
 	http     *httpserver.Server
-	Deductor *deduct.Deductor
 	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
 	HTTPAddr net.Addr
 }
@@ -77,22 +70,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if err != nil {
 		return nil, err
 	}
-	if w.lease, err = w.acquireLease(ctx, m.idgen); err != nil {
-		return nil, err
-	}
-	gen, err := idgen.New(cfg.IDGen.WorkerID, idgen.Options{Lease: w.lease, Metrics: m.idgen})
-	if err != nil {
-		return nil, err
-	}
-	if w.locks, err = lock.New(w.svc.Redis, w.svc.Keys, lock.Options{Metrics: m.lock, Logger: log}); err != nil {
-		return nil, err
-	}
-	store, err := ledger.New(w.svc.DB, ledgerIDs{gen}, m.ledger, ledger.Options{})
-	if err != nil {
-		return nil, err
-	}
-	locks := merchantLocks{client: w.locks, keys: w.svc.Keys, ttl: cfg.LockTTL}
-	if w.Deductor, err = deduct.New(w.svc.Redis, w.svc.Keys, locks, store, log, m.deduct, deduct.Options{}); err != nil {
+	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log); err != nil {
 		return nil, err
 	}
 	handler := &billingHandler{deductor: w.Deductor, metrics: m.app, log: log, now: time.Now}
@@ -137,34 +115,6 @@ func consumerConfig(cfg config.Config, svc *Services) consumer.Config {
 	}
 }
 
-func (w *Worker) acquireLease(ctx context.Context, m *idgen.Metrics) (*idgen.Lease, error) {
-	host, _ := os.Hostname()
-	holder := idgen.Holder{Pod: w.cfg.IDGen.PodName, IP: w.cfg.IDGen.PodIP, Since: time.Now().UTC()}
-	if holder.Pod == "" {
-		holder.Pod = fmt.Sprintf("%s/pid-%d", host, os.Getpid())
-	}
-	ttl := w.cfg.IDGen.LeaseTTL
-	deadline := time.Now().Add(2 * ttl)
-	for {
-		lease, err := idgen.AcquireLease(ctx, w.svc.Redis, w.svc.Keys, w.cfg.IDGen.WorkerID, holder, w.log,
-			idgen.LeaseOptions{TTL: ttl, Metrics: m})
-		if err == nil {
-			w.log.Info("leased Snowflake worker ID", zap.Int("worker_id", w.cfg.IDGen.WorkerID), zap.String("source", w.cfg.IDGen.Source))
-			return lease, nil
-		}
-		var held *idgen.HeldError
-		if !errors.As(err, &held) || time.Now().After(deadline) {
-			return nil, err
-		}
-		w.log.Warn("worker ID held by another holder, waiting for its lease to expire", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(err, ctx.Err())
-		case <-time.After(ttl / 3):
-		}
-	}
-}
-
 // Run consumes until ctx ends, then drains, commits and stops every part.
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.close()
@@ -196,8 +146,8 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) close() {
-	if w.locks != nil {
-		w.locks.Close()
+	if w.writePath != nil {
+		w.writePath.close()
 	}
 	if w.ownsSvc && w.svc != nil {
 		w.svc.Close()

@@ -1,0 +1,136 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/config"
+	"github.com/quotaflow/billing/internal/deduct"
+	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/lock"
+)
+
+// writePath is the deduction machinery shared by the worker and the operator
+// tool: a leased Snowflake worker ID, the merchant locks, the ledger and the Deductor.
+type writePath struct {
+	lease    *idgen.Lease
+	locks    *lock.Client
+	Deductor *deduct.Deductor
+}
+
+func newWritePath(ctx context.Context, cfg config.Config, svc *Services, m *workerMetrics, log *zap.Logger) (_ *writePath, err error) {
+	wp := &writePath{}
+	defer func() {
+		if err != nil {
+			wp.close()
+		}
+	}()
+	if wp.lease, err = acquireLease(ctx, cfg, svc, m.idgen, log); err != nil {
+		return nil, err
+	}
+	gen, err := idgen.New(cfg.IDGen.WorkerID, idgen.Options{Lease: wp.lease, Metrics: m.idgen})
+	if err != nil {
+		return nil, err
+	}
+	if wp.locks, err = lock.New(svc.Redis, svc.Keys, lock.Options{Metrics: m.lock, Logger: log}); err != nil {
+		return nil, err
+	}
+	store, err := ledger.New(svc.DB, ledgerIDs{gen}, m.ledger, ledger.Options{})
+	if err != nil {
+		return nil, err
+	}
+	locks := merchantLocks{client: wp.locks, keys: svc.Keys, ttl: cfg.LockTTL}
+	if wp.Deductor, err = deduct.New(svc.Redis, svc.Keys, locks, store, log, m.deduct, deduct.Options{}); err != nil {
+		return nil, err
+	}
+	return wp, nil
+}
+
+func (wp *writePath) close() {
+	if wp.locks != nil {
+		wp.locks.Close()
+	}
+}
+
+// acquireLease leases the configured worker ID. A start that finds the ID held
+// by another live holder waits up to two lease TTLs for it to expire (a pod
+// restarted after a crash finds its own old lease) and then fails, naming the
+// holder, rather than taking it.
+func acquireLease(ctx context.Context, cfg config.Config, svc *Services, m *idgen.Metrics, log *zap.Logger) (*idgen.Lease, error) {
+	host, _ := os.Hostname()
+	holder := idgen.Holder{Pod: cfg.IDGen.PodName, IP: cfg.IDGen.PodIP, Since: time.Now().UTC()}
+	if holder.Pod == "" {
+		holder.Pod = fmt.Sprintf("%s/pid-%d", host, os.Getpid())
+	}
+	ttl := cfg.IDGen.LeaseTTL
+	deadline := time.Now().Add(2 * ttl)
+	for {
+		lease, err := idgen.AcquireLease(ctx, svc.Redis, svc.Keys, cfg.IDGen.WorkerID, holder, log, idgen.LeaseOptions{TTL: ttl, Metrics: m})
+		if err == nil {
+			log.Info("leased Snowflake worker ID", zap.Int("worker_id", cfg.IDGen.WorkerID), zap.String("source", cfg.IDGen.Source))
+			return lease, nil
+		}
+		var held *idgen.HeldError
+		if !errors.As(err, &held) || time.Now().After(deadline) {
+			return nil, err
+		}
+		log.Warn("worker ID held by another holder, waiting for its lease to expire", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(ttl / 3):
+		}
+	}
+}
+
+// OperatorWorkerID is the Snowflake worker ID billingctl leases when the
+// environment names none: the top of the range, kept free of workers.
+const OperatorWorkerID = 1023
+
+// Operator is the write path for people: quota grants and views, with its own
+// leased worker ID (IDGEN_WORKER_ID, or OperatorWorkerID).
+type Operator struct {
+	svc *Services
+	*writePath
+	stopLease context.CancelFunc
+	leaseDone chan error
+}
+
+// NewOperator opens the services and leases a worker ID.
+func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Operator, err error) {
+	if cfg.IDGen.WorkerID < 0 {
+		cfg.IDGen.WorkerID, cfg.IDGen.Source = OperatorWorkerID, "billingctl default"
+	}
+	svc, err := OpenServices(ctx, cfg, "billingctl", log)
+	if err != nil {
+		return nil, err
+	}
+	m, err := registerAll(nil)
+	if err != nil {
+		svc.Close()
+		return nil, err
+	}
+	wp, err := newWritePath(ctx, cfg, svc, m, log)
+	if err != nil {
+		svc.Close()
+		return nil, err
+	}
+	leaseCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	op := &Operator{svc: svc, writePath: wp, stopLease: stop, leaseDone: make(chan error, 1)}
+	go func() { op.leaseDone <- wp.lease.Run(leaseCtx) }()
+	return op, nil
+}
+
+// Close releases the lease and the connections.
+func (o *Operator) Close() error {
+	o.stopLease()
+	err := <-o.leaseDone
+	o.writePath.close()
+	return errors.Join(err, o.svc.Close())
+}
