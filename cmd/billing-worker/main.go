@@ -17,6 +17,7 @@ import (
 	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/logging"
+	"github.com/quotaflow/billing/internal/metrics"
 )
 
 func main() {
@@ -66,7 +67,9 @@ func run(getenv func(string) string) error {
 	log.Info("starting billing-worker",
 		zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("topic", cfg.Kafka.Topic), zap.String("group", cfg.Kafka.Group),
 		zap.Strings("redis", cfg.Redis.Addrs), zap.String("mysql", cfg.MySQL.Redacted()), zap.Int("worker_id", cfg.IDGen.WorkerID))
-	w, err := app.NewWorker(ctx, cfg, log, app.WorkerOptions{})
+	// The runtime and process collectors (go_goroutines, process_resident_memory_bytes)
+	// belong on the scraped registry: app.NewWorker's default registry has neither.
+	w, err := app.NewWorker(ctx, cfg, log, app.WorkerOptions{Registry: metrics.NewRegistry()})
 	if err != nil {
 		return err
 	}

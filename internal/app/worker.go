@@ -19,8 +19,8 @@ import (
 
 // Worker is one billing-worker: a consumer-group member running the write path.
 type Worker struct {
-	cfg      config.Config
-	log      *zap.Logger
+	cfg     config.Config
+	log     *zap.Logger
 	svc     *Services
 	ownsSvc bool
 	*writePath
