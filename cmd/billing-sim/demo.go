@@ -24,6 +24,7 @@ func runDemo(ctx context.Context, args []string, d deps) error {
 	fs.IntVar(&o.Conflicts, "conflicts", 20, "conflicting duplicates (same event_id, other amount)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "traffic seed")
 	fs.Float64Var(&o.Rate, "rate", 0, "produce at this many events/s, stamping occurred_at at send time (0: as fast as possible)")
+	fs.BoolVar(&o.NoRestart, "no-restart", false, "do not restart the second worker midway (for latency measurements)")
 	fs.BoolVar(&o.Keep, "keep", false, "leave the broker and workers running until Ctrl-C")
 	fs.StringVar(&o.LogLevel, "worker-log-level", "error", "log level of the demo's workers")
 	if err := parseFlags(fs, args); err != nil {

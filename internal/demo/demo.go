@@ -38,10 +38,13 @@ type Options struct {
 	// produces as fast as the broker takes it.
 	Rate float64
 
-	Keep     bool   // leave broker and workers running until ctx ends
-	LogLevel string // of the workers
-	Out      io.Writer
-	Terminal bool // draw progress bars
+	// NoRestart keeps the second worker running (a restart pauses the group for a
+	// rebalance, which a latency measurement should not include).
+	NoRestart bool
+	Keep      bool   // leave broker and workers running until ctx ends
+	LogLevel  string // of the workers
+	Out       io.Writer
+	Terminal  bool // draw progress bars
 }
 
 // Defaults fills what was left zero.
@@ -112,7 +115,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	defer st.teardown()
-	r := &run{o: o, st: st, log: log, sum: &Summary{Database: st.dbName, Prefix: st.prefix, Brokers: st.brokers, Embedded: st.cluster != nil}}
+	r := &run{o: o, st: st, log: log, sum: &Summary{Database: st.dbName, Prefix: st.prefix, Brokers: st.brokers, Embedded: st.cluster != nil, Rate: o.Rate}}
 	if err := r.all(ctx); err != nil {
 		return r.sum, err
 	}

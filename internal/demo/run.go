@@ -173,7 +173,7 @@ func (r *run) follow(ctx context.Context) error {
 			produced := r.produced.Load()
 			processed := max(0, produced-lag)
 			p.set(processed)
-			if !restarted && processed >= total/2 {
+			if !restarted && !r.o.NoRestart && processed >= total/2 {
 				restarted = true
 				if err := r.restartSecond(ctx); err != nil {
 					return err

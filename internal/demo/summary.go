@@ -21,6 +21,7 @@ type Summary struct {
 	Brokers          []string
 	Embedded         bool
 	HTTPAddr         string
+	Rate             float64
 
 	Traffic     scenario.Traffic
 	Unknown     int // merchants never granted
@@ -97,6 +98,9 @@ func (s *Summary) Write(w io.Writer) {
 		len(t.Messages), t.Valid, t.Duplicates, t.Malformed, t.Conflicts)
 	fmt.Fprintf(w, "merchants    %d granted (%d nearly empty), %d unknown to billing\n", len(t.Merchants())-s.Unknown, s.NearlyEmpty, s.Unknown)
 	fmt.Fprintf(w, "workers      2 in one consumer group, %d restart(s) midway\n", s.Restarts)
+	if s.Rate > 0 {
+		fmt.Fprintf(w, "paced        produced at %.0f events/s, occurred_at stamped at send time\n", s.Rate)
+	}
 	fmt.Fprintf(w, "throughput   %.0f events/s end to end (%d messages in %s)\n", s.Throughput(), len(t.Messages), s.ConsumeTime.Round(time.Millisecond))
 	fmt.Fprintf(w, "latency      occurred_at -> ledger row: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", s.LatencyP50, s.LatencyP99, s.LatencyMax)
 	fmt.Fprintf(w, "outcomes    ")
