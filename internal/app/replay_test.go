@@ -108,7 +108,7 @@ func sameLedger(t *testing.T, what string, before, after ledgerState) {
 
 func (g *rig) dlqClient() *dlq.Client {
 	g.t.Helper()
-	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers}, zap.NewNop(), dlq.Options{})
+	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers, Transport: g.transport}, zap.NewNop(), dlq.Options{})
 	if err != nil {
 		g.t.Fatal(err)
 	}

@@ -28,6 +28,9 @@ type rig struct {
 	dlqTopic  string
 	group     string
 	env       map[string]string
+	// transport carries the test's own Kafka requests, closed at cleanup so
+	// goleak sees no pooled connection.
+	transport *kafka.Transport
 }
 
 func newRig(t *testing.T, partitions int) *rig {
@@ -36,6 +39,8 @@ func newRig(t *testing.T, partitions int) *rig {
 	g := &rig{t: t, kafka: k, db: testenv.NewMySQL(t), redisAddr: r.Addr, prefix: r.Keys.Prefix(),
 		topic: k.Topic(t, partitions), dlqTopic: k.Topic(t, 1)}
 	g.group = g.topic + "-group"
+	g.transport = &kafka.Transport{}
+	t.Cleanup(g.transport.CloseIdleConnections)
 	g.env = map[string]string{
 		"KAFKA_BROKERS": joinComma(k.Brokers), "KAFKA_TOPIC": g.topic, "KAFKA_DLQ_TOPIC": g.dlqTopic, "KAFKA_GROUP": g.group,
 		"REDIS_ADDR": g.redisAddr, "REDIS_KEY_PREFIX": g.prefix, "MYSQL_DSN": g.db.DSN,
@@ -109,12 +114,12 @@ func (rw *runningWorker) stop(t *testing.T) {
 }
 
 func (g *rig) client() *kafka.Client {
-	return &kafka.Client{Addr: kafka.TCP(g.kafka.Brokers...), Timeout: 10 * time.Second}
+	return &kafka.Client{Addr: kafka.TCP(g.kafka.Brokers...), Timeout: 10 * time.Second, Transport: g.transport}
 }
 
 func (g *rig) produce(ctx context.Context, msgs []kafka.Message) {
 	g.t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(g.kafka.Brokers...), Topic: g.topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(g.kafka.Brokers...), Topic: g.topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, Transport: g.transport}
 	defer w.Close()
 	if err := scenario.Produce(ctx, w, msgs, nil); err != nil {
 		g.t.Fatal(err)
@@ -130,7 +135,7 @@ func (g *rig) drain(ctx context.Context) {
 
 func (g *rig) dlqRecords(ctx context.Context) []dlq.Record {
 	g.t.Helper()
-	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers}, zap.NewNop(), dlq.Options{})
+	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers, Transport: g.transport}, zap.NewNop(), dlq.Options{})
 	if err != nil {
 		g.t.Fatal(err)
 	}
