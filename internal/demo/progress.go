@@ -3,6 +3,7 @@ package demo
 import (
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -11,6 +12,7 @@ import (
 // progress shows how far a phase is: a bar on a terminal, a line every two
 // seconds otherwise (CI logs, pipes).
 type progress struct {
+	mu    sync.Mutex // set is called from several goroutines
 	bar   *progressbar.ProgressBar
 	out   io.Writer
 	label string
@@ -31,6 +33,8 @@ func newProgress(out io.Writer, terminal bool, label string, total int64) *progr
 }
 
 func (p *progress) set(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.bar != nil {
 		_ = p.bar.Set64(n)
 		return

@@ -21,6 +21,11 @@ func (r *Reconciler) Loop(ctx context.Context, every time.Duration, done func(*R
 		if rep := r.Run(ctx); done != nil {
 			done(rep)
 		}
+		if ctx.Err() != nil {
+			// Both cases of the select would be ready; never start a run that
+			// is cancelled before it begins.
+			return nil
+		}
 		timer.Reset(max(every-time.Since(started), 0))
 	}
 }
