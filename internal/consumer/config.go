@@ -46,10 +46,22 @@ type Config struct {
 	// final commit fits in the shutdown bound).
 	GroupTimeout time.Duration
 
+	// DLQScanWindow is how many of the newest records of each dead-letter
+	// partition a generation reads before it dead-letters anything, to find
+	// the messages of its partitions that a previous owner dead-lettered but
+	// did not commit, and not publish them again (default 10000). A negative
+	// value (DisableDLQScan) turns the scan off: then a message is
+	// dead-lettered at least once, twice when a crash or a refused commit
+	// comes between its publish and its commit.
+	DLQScanWindow int
+
 	MinBytes int           // fetch: answer as soon as this many bytes are there (default 1)
 	MaxBytes int           // fetch: most bytes per response (default 1 MB)
 	MaxWait  time.Duration // fetch: longest wait for MinBytes (default 100ms)
 }
+
+// DisableDLQScan as Config.DLQScanWindow turns the dead-letter scan off.
+const DisableDLQScan = -1
 
 func (c *Config) setDefaults() {
 	setInt(&c.Lanes, 16)
@@ -66,6 +78,7 @@ func (c *Config) setDefaults() {
 	setDur(&c.RebalanceTimeout, 30*time.Second)
 	setDur(&c.JoinGroupBackoff, 2*time.Second)
 	setDur(&c.GroupTimeout, min(5*time.Second, c.ShutdownTimeout/5))
+	setInt(&c.DLQScanWindow, 10000)
 	setInt(&c.MinBytes, 1)
 	setInt(&c.MaxBytes, 1<<20)
 	setDur(&c.MaxWait, 100*time.Millisecond)

@@ -14,6 +14,26 @@
 // forever, never dead-letter) from a poison message (after MaxAttempts
 // failures alone, dead-letter it as exhausted).
 //
+// A message goes to the dead-letter topic at most once, also across crashes
+// and rebalances, although its offset is committed only after the publish
+// (a crash or a refused commit in between used to publish it again): each
+// generation first reads the newest DLQScanWindow records of every
+// dead-letter partition, and a message about to be dead-lettered whose
+// record (this group, this topic, same partition, offset and timestamp) is
+// there already is only marked done (billing_dlq_skipped_total). Handling
+// does not wait for that scan, dead-lettering does; a failing scan is retried
+// with backoff and reported by Ready. A publish reported failed may have
+// landed all the same, so its retry scans again first (and the writer does
+// not retry on its own). After a publish the partition is committed at once
+// rather than at the next CommitInterval, which keeps the uncommitted window
+// short in the first place. Not covered: a record pushed out of the window
+// by more than DLQScanWindow newer records in its dead-letter partition
+// before the partition's next owner scans; a member evicted from the group
+// (its session expired) that still publishes; a publish abandoned at the
+// drain deadline, or timed out on our side, that the broker appends only
+// after the scan that should see it. Closing those needs Kafka transactions.
+// With DisableDLQScan dead-lettering is at least once.
+//
 // Trade-offs: a lane waits while its batch is retried, so an outage or a
 // failing dead-letter publish stalls that lane's keys and, through the
 // bounded in-flight window, its partitions' fetch (nothing is skipped). On a

@@ -24,7 +24,8 @@ type pending[T any] struct {
 // in-sync replicas.
 type dlqWriter struct {
 	w         *kafka.Writer
-	transport *kafka.Transport // ours to close, when the config gave none
+	rt        kafka.RoundTripper // the writer's, also for the dead-letter scan's look-ups
+	transport *kafka.Transport   // ours to close, when the config gave none
 }
 
 func newDLQWriter(cfg Config) *dlqWriter {
@@ -39,14 +40,17 @@ func newDLQWriter(cfg Config) *dlqWriter {
 		}
 		rt = d.transport
 	}
+	d.rt = rt
 	d.w = &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Brokers...),
 		Topic:        cfg.DLQTopic,
 		Balancer:     &kafka.Hash{}, // keep a key's records together
 		RequiredAcks: kafka.RequireAll,
 		BatchTimeout: time.Millisecond, // writes are synchronous: do not wait for company
-		MaxAttempts:  3,                // then our own backoff takes over
-		Transport:    rt,
+		// No retries of its own: a failed write may have landed, and only
+		// deadLetter's retry scans the topic before writing again.
+		MaxAttempts: 1,
+		Transport:   rt,
 	}
 	return d
 }
@@ -63,41 +67,102 @@ func (d *dlqWriter) close() error {
 // failed publish is retried with backoff, for as long as it takes: the lane,
 // and the offsets behind it, wait. It reports false when it gave up because
 // the generation stopped (the messages stay uncommitted).
+//
+// It first waits for the generation's scan of the dead-letter topic, and
+// only marks done, without publishing, the messages a previous owner of
+// their partition dead-lettered already. A failed publish may have landed
+// all the same (a timeout, an error after the append): its retry scans the
+// topic again first. After a publish it asks for a commit at once, so that a
+// rebalance or crash seldom finds the dead-lettered offset uncommitted.
 func (g *generation[T]) deadLetter(l *lane[T], ps []pending[T]) bool {
-	msgs := make([]kafka.Message, len(ps))
-	for i, p := range ps {
-		msgs[i] = dlq.FromFailure(p.e.msg, g.c.cfg.Group, p.class, p.cause, p.attempts, p.first, p.last).KafkaMessage()
+	select {
+	case <-g.seen.ready:
+	case <-g.stop.Done():
+		return false
 	}
 	key := l.key + "/dlq"
+	retry := false // a publish of this call failed
 	for {
-		err := g.c.dlq.w.WriteMessages(g.work, msgs...)
-		var werrs kafka.WriteErrors
-		if err != nil && !errors.As(err, &werrs) {
-			werrs = nil
-		}
-		left := ps[:0]
-		leftMsgs := msgs[:0]
-		for i, p := range ps {
-			if err != nil && (werrs == nil || werrs[i] != nil) {
-				left, leftMsgs = append(left, p), append(leftMsgs, msgs[i])
-				continue
+		err := g.seen.recheck(g.stop, g.scan)
+		if err == nil {
+			if ps = g.skipDeadLettered(ps, retry); len(ps) == 0 {
+				g.c.health.ok(key)
+				g.commitSoon()
+				return true
 			}
-			p.e.part.done(p.e.msg.Offset)
-			g.c.m.dlqPublished.WithLabelValues(string(p.class)).Inc()
-			g.log.Warn("message dead-lettered", zap.Int("partition", p.e.msg.Partition), zap.Int64("offset", p.e.msg.Offset),
-				zap.String("class", string(p.class)), zap.Int("attempt", p.attempts), zap.Error(p.cause))
+			ps, err = g.publish(ps)
+			if len(ps) == 0 {
+				g.c.health.ok(key)
+				g.commitSoon()
+				return true
+			}
+			g.seen.invalidate()
+			retry = true
+			err = fmt.Errorf("consumer: publish to %s: %w", g.c.cfg.DLQTopic, err)
+			g.c.m.retries.WithLabelValues(retryDLQ).Inc()
+		} else {
+			if g.stop.Err() != nil {
+				g.c.health.ok(key)
+				return false
+			}
+			err = fmt.Errorf("consumer: scan dead-letter topic %s: %w", g.c.cfg.DLQTopic, err)
+			g.c.m.retries.WithLabelValues(retryScan).Inc()
 		}
-		ps, msgs = left, leftMsgs
-		if len(ps) == 0 {
-			g.c.health.ok(key)
-			return true
-		}
-		g.c.health.fail(key, fmt.Errorf("consumer: publish to %s: %w", g.c.cfg.DLQTopic, err))
-		g.c.m.retries.WithLabelValues(retryDLQ).Inc()
+		g.c.health.fail(key, err)
 		g.log.Warn("dead-letter publish failed, retrying", zap.Int("messages", len(ps)), zap.Error(err))
 		if !sleep(g.stop, l.bo.NextBackOff()) {
 			g.c.health.ok(key)
 			return false
 		}
 	}
+}
+
+// publish writes the records of ps once, marks the messages of those
+// written done, and returns the others (reusing ps) with the error.
+func (g *generation[T]) publish(ps []pending[T]) ([]pending[T], error) {
+	msgs := make([]kafka.Message, len(ps))
+	for i, p := range ps {
+		msgs[i] = dlq.FromFailure(p.e.msg, g.c.cfg.Group, p.class, p.cause, p.attempts, p.first, p.last).KafkaMessage()
+	}
+	err := g.c.dlq.w.WriteMessages(g.work, msgs...)
+	var werrs kafka.WriteErrors
+	if err != nil && !errors.As(err, &werrs) {
+		werrs = nil
+	}
+	left := ps[:0]
+	for i, p := range ps {
+		if err != nil && (werrs == nil || werrs[i] != nil) {
+			left = append(left, p)
+			continue
+		}
+		p.e.part.done(p.e.msg.Offset)
+		g.c.m.dlqPublished.WithLabelValues(string(p.class)).Inc()
+		g.log.Warn("message dead-lettered", zap.Int("partition", p.e.msg.Partition), zap.Int64("offset", p.e.msg.Offset),
+			zap.String("class", string(p.class)), zap.Int("attempt", p.attempts), zap.Error(p.cause))
+	}
+	clear(ps[len(left):])
+	return left, err
+}
+
+// skipDeadLettered marks done the messages of ps the dead-letter topic holds
+// already, and returns the others (reusing ps). retry says whether this
+// deadLetter call published before.
+func (g *generation[T]) skipDeadLettered(ps []pending[T], retry bool) []pending[T] {
+	msg := "already dead-lettered by a previous owner"
+	if retry {
+		msg = "already dead-lettered by a publish reported failed"
+	}
+	left := ps[:0]
+	for _, p := range ps {
+		if !g.seen.holds(p.e.msg) {
+			left = append(left, p)
+			continue
+		}
+		p.e.part.done(p.e.msg.Offset)
+		g.c.m.dlqSkipped.Inc()
+		g.log.Info(msg, zap.Int("partition", p.e.msg.Partition),
+			zap.Int64("offset", p.e.msg.Offset), zap.String("class", string(p.class)), zap.Error(p.cause))
+	}
+	clear(ps[len(left):])
+	return left
 }

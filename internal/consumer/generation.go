@@ -19,6 +19,10 @@ type generation[T any] struct {
 	log   *zap.Logger
 	parts []*partition
 	lanes []*lane[T]
+	seen  *deadLettered // what the dead-letter topic holds of parts already
+	scan  *dlqScan      // nil when DLQScanWindow is off
+
+	commitNow chan struct{} // asks the committer for a commit before its next tick
 
 	// stop ends fetching, batching and retry waits; work ends handler and
 	// dead-letter calls, a drain budget later.
@@ -44,10 +48,13 @@ func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generati
 	workCtx, abandon := context.WithCancel(context.Background())
 	defer abandon()
 	defer stop()
-	g := &generation[T]{c: c, kg: kg, stop: stopCtx, work: workCtx,
-		log: c.log.With(zap.Int32("generation", kg.ID))}
+	g := &generation[T]{c: c, kg: kg, stop: stopCtx, work: workCtx, seen: newDeadLettered(),
+		commitNow: make(chan struct{}, 1), log: c.log.With(zap.Int32("generation", kg.ID))}
+	starts := make(map[int]int64)
 	for _, a := range kg.Assignments[c.cfg.Topic] {
-		g.parts = append(g.parts, newPartition(c.cfg, a, c.m))
+		p := newPartition(c.cfg, a, c.m)
+		g.parts = append(g.parts, p)
+		starts[p.id] = max(p.committed, 0)
 	}
 	for i := 0; i < c.cfg.Lanes; i++ {
 		g.lanes = append(g.lanes, newLane[T](i, c.cfg))
@@ -55,6 +62,12 @@ func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generati
 	g.log.Info("generation started", zap.Ints("partitions", partitionIDs(g.parts)))
 
 	var workers, committer sync.WaitGroup
+	if c.cfg.DLQScanWindow > 0 && len(g.parts) > 0 {
+		g.scan = &dlqScan{cfg: c.cfg, rt: c.dlq.rt, log: g.log.With(zap.String("dlq_topic", c.cfg.DLQTopic)), starts: starts}
+		c.goAll(&workers, g.scanDLQ)
+	} else {
+		close(g.seen.ready) // nothing to skip: dead-lettering is at least once
+	}
 	for _, p := range g.parts {
 		c.goAll(&workers, func() { g.fetch(p) })
 	}
@@ -111,7 +124,8 @@ func (g *generation[T]) closeReaders() {
 	wg.Wait()
 }
 
-// commitLoop commits every CommitInterval until the generation stops.
+// commitLoop commits every CommitInterval, and when asked by commitSoon,
+// until the generation stops.
 func (g *generation[T]) commitLoop() {
 	t := time.NewTicker(g.c.cfg.CommitInterval)
 	defer t.Stop()
@@ -121,7 +135,18 @@ func (g *generation[T]) commitLoop() {
 			return
 		case <-t.C:
 			g.commit(false)
+		case <-g.commitNow:
+			g.commit(false)
 		}
+	}
+}
+
+// commitSoon asks the committer for a commit now rather than at its next
+// tick; requests made while one is pending are merged into it.
+func (g *generation[T]) commitSoon() {
+	select {
+	case g.commitNow <- struct{}{}:
+	default:
 	}
 }
 
