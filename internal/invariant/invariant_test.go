@@ -44,6 +44,13 @@ func TestCheckFindsEachViolation(t *testing.T) {
 	if !r.OK() {
 		t.Fatalf("clean state reported broken:\n%s", r)
 	}
+	// A redelivery may dead-letter the same message again: admitted and counted when asked.
+	again := state
+	again.DLQAtLeastOnce = true
+	again.DLQ = append(append([]dlq.Record(nil), state.DLQ...), state.DLQ[0])
+	if r, err = Check(ctx, good, again); err != nil || !r.OK() || r.Checked["dlq re-published copies"] != 1 {
+		t.Fatalf("a re-published copy under DLQAtLeastOnce: %v\n%s", err, r)
+	}
 
 	tests := []struct {
 		name   string
@@ -55,6 +62,26 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{"wrong amount", func(p *Produced, _ *State) { p.Valid[0].Amount = 4 }, "recorded for"},
 		{"dlq twice", func(_ *Produced, s *State) { s.DLQ = append(s.DLQ, s.DLQ[0]) }, "dead-lettered 2 times"},
 		{"dlq missing", func(p *Produced, _ *State) { p.Invalid = 2 }, "2 invalid produced"},
+		{"dlq copy differs", func(_ *Produced, s *State) {
+			s.DLQAtLeastOnce = true
+			c := s.DLQ[0]
+			c.Value = []byte("other")
+			s.DLQ = append(s.DLQ, c)
+		}, "different payloads"},
+		{"dlq at least once still counts distinct", func(p *Produced, s *State) {
+			s.DLQAtLeastOnce = true
+			s.DLQ = append(s.DLQ, s.DLQ[0])
+			p.Invalid = 2
+		}, "1 distinct messages dead-lettered, 2 invalid produced"},
+		{"negative remain", func(_ *Produced, s *State) {
+			s.RedisSettled = false
+			rdb.Client.HSet(ctx, rdb.Keys.Quota("m-3"), "remain", -1)
+			exec("INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES ('m-3', 0, 0)")
+			t.Cleanup(func() {
+				rdb.Client.Del(ctx, rdb.Keys.Quota("m-3"))
+				exec("DELETE FROM merchant_balance WHERE merchant_id = 'm-3'")
+			})
+		}, "m-3 redis remain -1 is negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

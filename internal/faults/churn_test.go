@@ -1,0 +1,96 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Three worker processes share the group under steady load while one of them,
+// chosen at random, is killed with SIGKILL and restarted every few seconds
+// (20s of churn in CI, 70s with -faults.long). The invariants hold, and the
+// events a kill makes the group process again (its uncommitted window,
+// counted as the ledger's "duplicate" outcome; the traffic itself has no
+// duplicates) stay bounded by the in-flight window of the partitions.
+func TestChurnThreeWorkers(t *testing.T) {
+	t.Parallel()
+	seed, rng := seeded(t)
+	churn := size(20*time.Second, 70*time.Second)
+	rate := size(200, 300)
+	const partitions = 6
+	ctx, cancel := context.WithTimeout(context.Background(), churn+3*time.Minute)
+	defer cancel()
+	g := newRig(t, rigOptions{partitions: partitions})
+	cfg := mixedLoad("churn-")
+	cfg.Duplicates = 0 // every duplicate outcome is then a redelivery
+	tr := traffic(t, seed, cfg, rate*int((churn+2*time.Second)/time.Second), 3)
+	g.grantTraffic(ctx, tr.Merchants(), 20000)
+	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil), g.startProc(3, nil)}
+	load := g.startLoad(ctx, tr.Messages, rate)
+
+	duplicates := func() float64 {
+		var d float64
+		for _, p := range procs {
+			d += p.Total(ctx).outcome("duplicate")
+		}
+		return d
+	}
+	start := time.Now()
+	var perKill []float64
+	var marks []float64 // total duplicates just before each kill
+	for time.Since(start) < churn {
+		time.Sleep(between(rng, 3*time.Second, 6*time.Second))
+		victim := procs[rng.IntN(len(procs))]
+		marks = append(marks, duplicates()) // the victim's counters are scraped again, just before it dies
+		victim.ScrapeAndKill(ctx)
+		t.Logf("%5.1fs: kill -9 %s (%d/%d messages produced)", time.Since(start).Seconds(), victim.name, load.sent.Load(), len(tr.Messages))
+		time.Sleep(between(rng, 0, 500*time.Millisecond))
+		victim.Start()
+	}
+	if err := load.wait(); err != nil {
+		t.Fatal(err)
+	}
+	g.drain(ctx, 2*time.Minute)
+	final := duplicates()
+	var handled float64
+	for _, p := range procs {
+		handled += p.Total(ctx).Sum("billing_events_total")
+	}
+	for i := range marks {
+		next := final
+		if i+1 < len(marks) {
+			next = marks[i+1]
+		}
+		perKill = append(perKill, next-marks[i])
+	}
+	for _, p := range procs {
+		p.Stop()
+	}
+	rep, _ := g.settle(ctx, newTruth(tr).produced, checkOptions{})
+
+	unique := float64(rep.Checked["valid unique events"])
+	bound := float64(maxInFlight * partitions)
+	var worst, sum float64
+	for _, d := range perKill {
+		worst, sum = max(worst, d), sum+d
+	}
+	t.Logf("%d kills in %v: duplicates re-processed per kill %s (mean %.1f, max %.0f, bound %.0f = WORKER_MAX_INFLIGHT %d x %d partitions); events handled %.0f for %.0f unique valid (+%.0f conflicts and poison)",
+		len(perKill), churn, floats(perKill), sum/float64(max(1, len(perKill))), worst, bound, maxInFlight, partitions,
+		handled, unique, handled-unique)
+	if len(perKill) < 2 {
+		t.Fatalf("only %d kill(s) in %v", len(perKill), churn)
+	}
+	if worst > bound {
+		t.Fatalf("a kill made the group re-process %.0f events, more than the in-flight bound %.0f", worst, bound)
+	}
+}
+
+func floats(fs []float64) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = fmt.Sprintf("%.0f", f)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}

@@ -1,0 +1,104 @@
+package faults
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+var (
+	seedFlag = flag.Uint64("faults.seed", 0, "replay every scenario with this seed (0: a fresh random seed per scenario)")
+	longFlag = flag.Bool("faults.long", false, "run the full-length scenarios (minutes) instead of the CI sizes")
+	soakFlag = flag.Duration("soak", 15*time.Second, "how long TestSoak runs; 0 skips it")
+)
+
+// workerBinary is cmd/billing-worker, built once by TestMain.
+var workerBinary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "billing-faults-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faults:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin, err := buildWorker(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faults:", err)
+		return 1
+	}
+	workerBinary = bin
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "faults: goroutine leak:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// buildWorker builds the real billing-worker binary (without -race: three of
+// them under the race detector would not fit on a small CI machine).
+func buildWorker(dir string) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	bin := filepath.Join(dir, "billing-worker")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/quotaflow/billing/cmd/billing-worker").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build billing-worker: %w\n%s", err, out)
+	}
+	fmt.Fprintf(os.Stderr, "faults: built billing-worker in %v\n", time.Since(start).Round(time.Millisecond))
+	return bin, nil
+}
+
+// seeded returns the scenario's random source and logs its seed.
+func seeded(t *testing.T) (uint64, *mrand.Rand) {
+	t.Helper()
+	seed := *seedFlag
+	if seed == 0 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		seed = binary.LittleEndian.Uint64(b[:]) >> 1 // stays positive when printed as a signed flag value
+	}
+	t.Logf("seed=%d (replay with -faults.seed=%d)", seed, seed)
+	return seed, mrand.New(mrand.NewPCG(seed, seed^0x5eed))
+}
+
+// size picks the CI size or, with -faults.long, the full one.
+func size[T any](ci, long T) T {
+	if *longFlag {
+		return long
+	}
+	return ci
+}
+
+// between returns a random duration in [lo, hi).
+func between(rng *mrand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
+}

@@ -1,0 +1,227 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quotaflow/billing/internal/testenv"
+)
+
+// proc is one billing-worker process slot: the real binary, started, killed
+// and restarted (each start an incarnation) with the same worker ID, like a
+// StatefulSet pod. Its stderr (JSON logs) is kept and printed only when the
+// test fails.
+type proc struct {
+	t    *testing.T
+	ctx  context.Context // ends with the test: exec.CommandContext kills what is left
+	name string
+	env  map[string]string
+
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	exit  *exited // of the current incarnation
+	addr  string  // HTTP_ADDR of the current incarnation
+	runs  int
+	logs  lockedBuffer
+	final samples // the last scrape of every earlier incarnation, summed
+}
+
+// startProc starts a worker process with worker ID id.
+func (g *rig) startProc(id int, override map[string]string) *proc {
+	g.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	g.t.Cleanup(cancel)
+	p := &proc{t: g.t, ctx: ctx, name: fmt.Sprintf("worker-%d", id), env: g.workerEnv(id, override), final: samples{}}
+	g.t.Cleanup(func() {
+		p.Kill()
+		if g.t.Failed() {
+			g.t.Logf("--- %s stderr (last lines, all incarnations) ---\n%s", p.name, lastLines(p.logs.String(), 150))
+		}
+	})
+	p.Start()
+	return p
+}
+
+// Start starts a new incarnation on a fresh HTTP port.
+func (p *proc) Start() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		p.t.Fatalf("%s: Start while running", p.name)
+	}
+	p.runs++
+	p.addr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(p.t))
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "HTTP_ADDR=" + p.addr}
+	keys := make([]string, 0, len(p.env))
+	for k := range p.env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+p.env[k])
+	}
+	cmd := exec.CommandContext(p.ctx, workerBinary)
+	cmd.Env = env
+	fmt.Fprintf(&p.logs, "=== %s incarnation %d on %s ===\n", p.name, p.runs, p.addr)
+	cmd.Stdout, cmd.Stderr = &p.logs, &p.logs
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("%s: start: %v", p.name, err)
+	}
+	exit := &exited{done: make(chan struct{})}
+	go func() {
+		exit.err = cmd.Wait()
+		fmt.Fprintf(&p.logs, "=== %s incarnation exited: %v ===\n", p.name, exit.err)
+		close(exit.done)
+	}()
+	p.cmd, p.exit = cmd, exit
+}
+
+// exited is how an incarnation ended; err is set before done is closed.
+type exited struct {
+	done chan struct{}
+	err  error
+}
+
+// Kill ends the incarnation with SIGKILL (kill -9) and waits for it: no
+// drain, no commit, no lease or lock release.
+func (p *proc) Kill() { p.end(syscall.SIGKILL) }
+
+// Stop ends the incarnation with SIGTERM, as Kubernetes does, and waits for
+// its drain (SHUTDOWN_TIMEOUT) to finish.
+func (p *proc) Stop() { p.end(syscall.SIGTERM) }
+
+func (p *proc) end(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd, exit := p.cmd, p.exit
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-exit.done:
+		p.t.Errorf("%s had exited by itself: %v", p.name, exit.err)
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process must run to die of SIGTERM
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exit.done:
+		if sig == syscall.SIGTERM && exit.err != nil {
+			p.t.Errorf("%s did not shut down cleanly on SIGTERM: %v", p.name, exit.err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exit.done
+		p.t.Errorf("%s did not exit within 30s of %v", p.name, sig)
+	}
+}
+
+// Pause freezes the process (SIGSTOP): a GC pause, a stalled VM.
+func (p *proc) Pause() { p.signal(syscall.SIGSTOP) }
+
+// Resume thaws it (SIGCONT).
+func (p *proc) Resume() { p.signal(syscall.SIGCONT) }
+
+func (p *proc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// Running reports whether an incarnation is up.
+func (p *proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil
+}
+
+// Addr is the ops HTTP address of the current incarnation.
+func (p *proc) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+// Scrape reads the current incarnation's /metrics.
+func (p *proc) Scrape(ctx context.Context) (samples, error) { return scrape(ctx, p.Addr()) }
+
+// ScrapeAndKill scrapes the incarnation's counters and then kills it; the
+// scrape is kept, so Total sees what the dead incarnation did.
+func (p *proc) ScrapeAndKill(ctx context.Context) samples {
+	m, err := p.Scrape(ctx)
+	if err != nil {
+		p.t.Logf("%s: scrape before kill: %v", p.name, err)
+		m = samples{}
+	}
+	p.Kill()
+	p.mu.Lock()
+	p.final.add(m)
+	p.mu.Unlock()
+	return m
+}
+
+// Total is the sum of the counters of every incarnation: the dead ones as
+// last scraped, the current one now.
+func (p *proc) Total(ctx context.Context) samples {
+	p.mu.Lock()
+	total := samples{}
+	total.add(p.final)
+	p.mu.Unlock()
+	if p.Running() {
+		if m, err := p.Scrape(ctx); err == nil {
+			total.add(m)
+		}
+	}
+	return total
+}
+
+// WaitHTTP waits until the incarnation serves /healthz.
+func (p *proc) WaitHTTP(ctx context.Context) error {
+	return waitOK(ctx, "http://"+p.Addr()+"/healthz", 30*time.Second)
+}
+
+// Logs is everything the process slot wrote.
+func (p *proc) Logs() string { return p.logs.String() }
+
+// lockedBuffer is a bytes.Buffer safe for a writer and readers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("... %d earlier lines", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+var errNotReady = errors.New("faults: endpoint not ready")

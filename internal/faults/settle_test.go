@@ -1,0 +1,135 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/invariant"
+	"github.com/quotaflow/billing/internal/reconcile"
+	"github.com/quotaflow/billing/internal/scenario"
+)
+
+// reconcileGrace is the reconciler's grace for pending deductions (its
+// minimum): settle waits it out after the workers stop, so nothing left
+// pending is in-flight work.
+const reconcileGrace = time.Second
+
+// drain waits until the group has committed every message of the topic.
+func (g *rig) drain(ctx context.Context, within time.Duration) {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	var last int64
+	err := scenario.WaitDrained(ctx, g.client(), g.group, g.topic, func(lag int64) { last = lag })
+	if err != nil {
+		g.t.Fatalf("not drained within %v (lag %d): %v", within, last, err)
+	}
+}
+
+// checkOptions say what a scenario may legitimately leave behind.
+type checkOptions struct {
+	// dlqAtLeastOnce: the scenario kills, pauses, rebalances or rewinds, so a
+	// message may be dead-lettered again (invariant.State.DLQAtLeastOnce).
+	dlqAtLeastOnce bool
+}
+
+// settle is the end of every scenario, once the group has drained and the
+// workers have stopped: one reconciler pass (repairing Redis from MySQL),
+// then the invariant checker on the produced truth and the final MySQL, Redis
+// and DLQ state. It fails the test with the checker's report on any violation.
+func (g *rig) settle(ctx context.Context, produced invariant.Produced, o checkOptions) (*invariant.Report, *reconcile.Report) {
+	g.t.Helper()
+	time.Sleep(reconcileGrace) // deductions pending now are orphans, not in-flight work
+	rec := g.reconcileOnce(ctx)
+	records := g.readDLQ(ctx)
+	rep, err := invariant.Check(ctx, produced, invariant.State{
+		DB: g.db.DB, Redis: g.rdb, Keys: g.keys, DLQ: records, RedisSettled: true, DLQAtLeastOnce: o.dlqAtLeastOnce,
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Logf("reconciler pass: status %s, %d checked, %d drifted, %d repaired, %d busy, abs drift %d%s",
+		rec.Status, rec.Checked, rec.Drifted, rec.Repaired, rec.Busy, rec.AbsDrift, findings(rec))
+	g.t.Logf("invariants:\n%s", rep)
+	if rec.Err() != nil {
+		g.t.Errorf("reconciler pass failed: %v", rec.Err())
+	}
+	if !rep.OK() {
+		for _, line := range validDeadLetters(records, produced) {
+			g.t.Log(line)
+		}
+		g.t.Fatal("invariants broken (see the report above)")
+	}
+	return rep, rec
+}
+
+func findings(r *reconcile.Report) string {
+	if len(r.Findings) == 0 {
+		return ""
+	}
+	kinds := map[reconcile.Kind]int{}
+	for _, f := range r.Findings {
+		kinds[f.Kind]++
+	}
+	var b strings.Builder
+	b.WriteString(", findings:")
+	for k, n := range kinds {
+		b.WriteString(" " + string(k) + "=" + itoa(n))
+	}
+	return b.String()
+}
+
+// reconcileOnce runs one reconciler pass over every merchant.
+func (g *rig) reconcileOnce(ctx context.Context) *reconcile.Report {
+	g.t.Helper()
+	r, err := reconcile.New(g.db.SQL, g.rdb, g.keys, reconcile.NewLocker(g.locks), reconcile.Config{
+		Grace: reconcileGrace, BusyRetryDelay: 100 * time.Millisecond, LockTTL: 5 * time.Second, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return r.Run(ctx)
+}
+
+// readDLQ reads the dead-letter topic back.
+func (g *rig) readDLQ(ctx context.Context) []dlq.Record {
+	g.t.Helper()
+	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers, Transport: g.transport}, zap.NewNop(), dlq.Options{})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	recs, err := scenario.ReadDLQ(ctx, c, g.dlqTopic)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return recs
+}
+
+// validDeadLetters describes dead-letter records whose message is one of the
+// produced valid events, for a failing test's output.
+func validDeadLetters(records []dlq.Record, produced invariant.Produced) []string {
+	first := map[string]event.PaymentSucceeded{}
+	for _, e := range produced.Valid {
+		if _, ok := first[e.EventID]; !ok {
+			first[e.EventID] = e
+		}
+	}
+	var out []string
+	for _, r := range records {
+		e, err := event.Decode(r.Key, r.Value)
+		if err != nil {
+			continue
+		}
+		if f, ok := first[e.EventID]; ok && f.MerchantID == e.MerchantID && f.Amount == e.Amount {
+			out = append(out, fmt.Sprintf("dead-lettered although valid: %s/%d@%d class %s attempts %d: %s (event %s merchant %s amount %d)",
+				r.OriginalTopic, r.OriginalPartition, r.OriginalOffset, r.Class, r.Attempts, r.Message, e.EventID, e.MerchantID, e.Amount))
+		}
+	}
+	return out
+}
