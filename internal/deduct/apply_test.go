@@ -67,6 +67,38 @@ func TestApplyOutcomes(t *testing.T) {
 	e.checkConsistent()
 }
 
+// A redelivered original that arrives in one batch after a conflicting copy
+// of itself (reordered delivery) is a duplicate of its ledger row: only the
+// copy is a conflict. Found by the fault suite (internal/faults).
+func TestApplyConflictingCopyBeforeRedeliveredOriginal(t *testing.T) {
+	e := newEnv(t)
+	e.grant("m-a", 20)
+	e.apply(e.d, []event.PaymentSucceeded{pay("old-1", "m-a", 2)})
+	before := e.snapshot("m-a")
+	res := e.apply(e.d, []event.PaymentSucceeded{
+		pay("old-1", "m-a", 3), // 0 conflicting copy, first in the batch
+		pay("old-1", "m-a", 2), // 1 the original again: a duplicate of its row
+		pay("new-1", "m-a", 4), // 2 applied, 18 -> 14
+		pay("new-1", "m-a", 5), // 3 conflicts with the row 2 just wrote
+	})
+	if res[0].Outcome != Conflict || failure.ClassOf(res[0].Err) != failure.ClassConflict {
+		t.Errorf("conflicting copy = %+v, want a conflict", res[0])
+	}
+	if res[1].Outcome != Duplicate || res[1].Err != nil || res[1].BalanceAfter != 18 {
+		t.Errorf("redelivered original = %+v, want a duplicate with 18 after", res[1])
+	}
+	if res[2].Outcome != Applied || res[2].BalanceAfter != 14 {
+		t.Errorf("new event = %+v, want applied with 14 after", res[2])
+	}
+	if res[3].Outcome != Conflict || failure.ClassOf(res[3].Err) != failure.ClassConflict {
+		t.Errorf("rival of a new event = %+v, want a conflict", res[3])
+	}
+	if after := e.snapshot("m-a"); fmt.Sprint(after) == fmt.Sprint(before) {
+		t.Errorf("the batch moved nothing")
+	}
+	e.checkConsistent()
+}
+
 func TestApplyAgainIsADuplicate(t *testing.T) {
 	e := newEnv(t)
 	e.grant("m-a", 10)

@@ -1,6 +1,7 @@
 package deduct
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/quotaflow/billing/internal/event"
@@ -12,11 +13,15 @@ import (
 type screened struct {
 	open   []int       // first occurrences still to apply, in batch order
 	copies map[int]int // later occurrence -> first occurrence, same merchant and amount
+	// rivals are later occurrences with another merchant or amount than the
+	// first: the ledger decides them once the batch is recorded (judgeRivals).
+	rivals []int
 }
 
 // screen resolves what needs no I/O: repeated event_ids within the batch (same
 // merchant and amount: the later one is a duplicate of the first; otherwise a
-// conflict) and events the contract or the table would refuse.
+// rival, judged against the ledger) and events the contract or the table would
+// refuse.
 func screen(events []event.PaymentSucceeded, results []Result) screened {
 	s := screened{copies: make(map[int]int)}
 	first := make(map[string]int, len(events))
@@ -25,8 +30,7 @@ func screen(events []event.PaymentSucceeded, results []Result) screened {
 			if q := events[p]; q.MerchantID == ev.MerchantID && q.Amount == ev.Amount {
 				s.copies[i] = p
 			} else {
-				results[i] = conflict(fmt.Errorf("deduct: event %s appears twice in the batch: merchant %s amount %d, then merchant %s amount %d",
-					ev.EventID, q.MerchantID, q.Amount, ev.MerchantID, ev.Amount))
+				s.rivals = append(s.rivals, i)
 			}
 			continue
 		}
@@ -54,6 +58,38 @@ func (s screened) finish(results []Result) {
 		}
 		results[i] = r
 	}
+}
+
+// judgeRivals decides the later occurrences of an event_id that differ from
+// its first occurrence in the batch, after the batch is recorded: the ledger
+// row is the truth. A rival that matches the row is a duplicate (a redelivered
+// original that arrived after a conflicting copy: it must not be
+// dead-lettered); any other rival is a conflict, also when the event has no
+// row (its first occurrence was refused or invalid).
+func (d *Deductor) judgeRivals(ctx context.Context, events []event.PaymentSucceeded, rivals []int, results []Result) error {
+	ids := make([]string, len(rivals))
+	for k, i := range rivals {
+		ids[k] = events[i].EventID
+	}
+	existing, err := d.ledger.ExistingEvents(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, i := range rivals {
+		ev := events[i]
+		row, found := existing[ev.EventID]
+		switch {
+		case found && row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && row.Kind != ledger.KindCredit:
+			results[i] = Result{Outcome: Duplicate, BalanceAfter: value(row.BalanceAfter)}
+		case found:
+			results[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) is already recorded as %s of %d for merchant %s",
+				ev.EventID, ev.MerchantID, ev.Amount, row.Kind, row.Amount, row.MerchantID))
+		default:
+			results[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) appears in the batch with another merchant or amount, and neither is recorded",
+				ev.EventID, ev.MerchantID, ev.Amount))
+		}
+	}
+	return nil
 }
 
 // validate repeats the checks of the event contract that keep the Redis keys
