@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/quotaflow/billing/internal/deduct"
@@ -24,6 +25,41 @@ func (m merchantLocks) Acquire(ctx context.Context, merchantID string) (deduct.H
 		return nil, err
 	}
 	return &heldLock{Lock: l, ctx: l.Watch(ctx)}, nil
+}
+
+// AcquireAll takes the merchants' locks in their order, one round trip when
+// none is contended (lock.Client.WaitMany), with one watchdog for all of them
+// (lock.Client.WatchMany): each lock's Context ends when any of them is lost
+// or released, which is what a batch needs.
+func (m merchantLocks) AcquireAll(ctx context.Context, merchantIDs []string) ([]deduct.HeldLock, error) {
+	keys := make([]string, len(merchantIDs))
+	for i, id := range merchantIDs {
+		keys[i] = m.keys.Lock(id)
+	}
+	locks, err := m.client.WaitMany(ctx, keys, m.ttl)
+	if err != nil {
+		return nil, err
+	}
+	wctx := m.client.WatchMany(ctx, locks)
+	held := make([]deduct.HeldLock, len(locks))
+	for i, l := range locks {
+		held[i] = &heldLock{Lock: l, ctx: wctx}
+	}
+	return held, nil
+}
+
+// ReleaseAll releases the locks in one round trip (lock.Client.ReleaseMany).
+func (m merchantLocks) ReleaseAll(ctx context.Context, held []deduct.HeldLock) error {
+	locks := make([]*lock.Lock, 0, len(held))
+	var errs []error
+	for _, h := range held {
+		if hl, ok := h.(*heldLock); ok {
+			locks = append(locks, hl.Lock)
+		} else {
+			errs = append(errs, h.Release(ctx))
+		}
+	}
+	return errors.Join(append(errs, m.client.ReleaseMany(ctx, locks))...)
 }
 
 type heldLock struct {

@@ -120,6 +120,41 @@ func (a lockerAdapter) Acquire(ctx context.Context, merchantID string) (deduct.H
 	return heldLock{Lock: l, ctx: l.Watch(ctx)}, nil
 }
 
+// AcquireAll takes the merchants' locks in their order, one round trip when
+// none is contended (lock.Client.WaitMany), with one watchdog for all of them
+// (lock.Client.WatchMany): each lock's Context ends when any of them is lost
+// or released, which is what a batch needs.
+func (a lockerAdapter) AcquireAll(ctx context.Context, merchantIDs []string) ([]deduct.HeldLock, error) {
+	keys := make([]string, len(merchantIDs))
+	for i, id := range merchantIDs {
+		keys[i] = a.env.Keys.Lock(id)
+	}
+	locks, err := a.c.WaitMany(ctx, keys, a.ttl)
+	if err != nil {
+		return nil, err
+	}
+	wctx := a.c.WatchMany(ctx, locks)
+	held := make([]deduct.HeldLock, len(locks))
+	for i, l := range locks {
+		held[i] = heldLock{Lock: l, ctx: wctx}
+	}
+	return held, nil
+}
+
+// ReleaseAll releases the locks in one round trip (lock.Client.ReleaseMany).
+func (a lockerAdapter) ReleaseAll(ctx context.Context, held []deduct.HeldLock) error {
+	locks := make([]*lock.Lock, 0, len(held))
+	var errs []error
+	for _, h := range held {
+		if hl, ok := h.(heldLock); ok {
+			locks = append(locks, hl.Lock)
+		} else {
+			errs = append(errs, h.Release(ctx))
+		}
+	}
+	return errors.Join(append(errs, a.c.ReleaseMany(ctx, locks))...)
+}
+
 type heldLock struct {
 	*lock.Lock
 	ctx context.Context

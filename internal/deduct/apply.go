@@ -33,6 +33,12 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 			return nil, err
 		}
 	}
+	if len(s.rivals) > 0 {
+		if err := d.judgeRivals(ctx, events, s.rivals, results); err != nil {
+			d.metrics.failedBatches.Inc()
+			return nil, err
+		}
+	}
 	s.finish(results)
 	for _, r := range results {
 		d.metrics.outcomes.WithLabelValues(string(r.Outcome)).Inc()

@@ -22,6 +22,20 @@ type Locker interface {
 	Acquire(ctx context.Context, merchantID string) (HeldLock, error)
 }
 
+// BatchLocker is a Locker that takes and releases many merchants' locks in a
+// few round trips. The Deductor uses it, when its Locker has it, for the
+// locks of a batch; the watch on each lock is the same as with Acquire.
+type BatchLocker interface {
+	Locker
+	// AcquireAll takes the locks of merchantIDs (distinct, sorted), waiting
+	// while other holders have some, and returns them in the same order, or an
+	// error and holds none of them. It must not deadlock with other callers
+	// of AcquireAll or Acquire that take overlapping sets in sorted order.
+	AcquireAll(ctx context.Context, merchantIDs []string) ([]HeldLock, error)
+	// ReleaseAll releases locks taken by this Locker, as Release does each.
+	ReleaseAll(ctx context.Context, locks []HeldLock) error
+}
+
 // HeldLock is a held merchant lock. Its value, Token, is the fencing token the
 // scripts compare; Key must be in the merchant's hash slot (keyspace.Lock).
 type HeldLock interface {

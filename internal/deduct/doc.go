@@ -21,14 +21,17 @@
 //
 // # The protocol (Apply)
 //
-//  1. Lock the batch's merchants in sorted order (no deadlock between workers).
+//  1. Lock the batch's merchants in sorted order (no deadlock between workers);
+//     with a BatchLocker, all at once (one round trip when none is held
+//     elsewhere), and released all at once in step 6.
 //  2. One indexed query for the event_ids already in the ledger: same merchant
 //     and amount is a duplicate, anything else a permanent conflict.
 //  3. One pipelined round trip of Lua deductions, one call per merchant. Per
 //     event: p:<id> present (deducted before a crash) is reused; remain >=
 //     amount deducts and sets p:<id>; else insufficient.
 //  4. One MySQL transaction inserts a row per event (debit or rejected) and
-//     moves each merchant's balance once, behind the overdraft guard. A guard
+//     moves each merchant's balance once, behind the overdraft guard (one
+//     guarded UPDATE for all the batch's merchants). A guard
 //     that fails means Redis over-reported: the hash is dropped, hydrated from
 //     MySQL, and the batch redone (bounded).
 //  5. One pipelined round trip of Lua confirms deletes the p: fields of the

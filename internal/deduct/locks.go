@@ -3,18 +3,31 @@ package deduct
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"go.uber.org/zap"
 )
 
 // lockAll takes the merchants' locks in sorted order, so that two workers
-// wanting overlapping sets never wait for each other in a cycle. On failure
-// the locks taken so far are released.
+// wanting overlapping sets never wait for each other in a cycle: with a
+// BatchLocker in one call (one round trip when nothing is contended), else one
+// Acquire after another. On failure the locks taken so far are released.
 func (d *Deductor) lockAll(ctx context.Context, merchants []string) (map[string]HeldLock, error) {
 	sorted := append([]string(nil), merchants...)
 	sort.Strings(sorted)
 	held := make(map[string]HeldLock, len(sorted))
+	if bl, ok := d.locks.(BatchLocker); ok && len(sorted) > 1 {
+		locks, err := bl.AcquireAll(ctx, sorted)
+		if err != nil {
+			return nil, fmt.Errorf("deduct: lock %d merchants: %w", len(sorted), err)
+		}
+		if len(locks) != len(sorted) || slices.Contains(locks, nil) {
+			d.releaseMany(ctx, bl, slices.DeleteFunc(locks, func(l HeldLock) bool { return l == nil }))
+			return nil, fmt.Errorf("deduct: locker returned %d locks for %d merchants", len(locks), len(sorted))
+		}
+		return heldOf(sorted, locks), nil
+	}
 	for _, m := range sorted {
 		l, err := d.locks.Acquire(ctx, m)
 		if err != nil {
@@ -26,10 +39,26 @@ func (d *Deductor) lockAll(ctx context.Context, merchants []string) (map[string]
 	return held, nil
 }
 
+func heldOf(merchants []string, locks []HeldLock) map[string]HeldLock {
+	held := make(map[string]HeldLock, len(merchants))
+	for i, m := range merchants {
+		held[m] = locks[i]
+	}
+	return held
+}
+
 // releaseAll unlocks, even when ctx has ended, within ReleaseTimeout. A lock
 // that cannot be released expires by its TTL; the batch's effects stand.
 func (d *Deductor) releaseAll(ctx context.Context, held map[string]HeldLock) {
 	if len(held) == 0 {
+		return
+	}
+	if bl, ok := d.locks.(BatchLocker); ok && len(held) > 1 {
+		locks := make([]HeldLock, 0, len(held))
+		for _, l := range held {
+			locks = append(locks, l)
+		}
+		d.releaseMany(ctx, bl, locks)
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.ReleaseTimeout)
@@ -41,14 +70,35 @@ func (d *Deductor) releaseAll(ctx context.Context, held map[string]HeldLock) {
 	}
 }
 
+// releaseMany is releaseAll with a BatchLocker: one call for all the locks.
+func (d *Deductor) releaseMany(ctx context.Context, bl BatchLocker, locks []HeldLock) {
+	if len(locks) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.ReleaseTimeout)
+	defer cancel()
+	if err := bl.ReleaseAll(rctx, locks); err != nil {
+		d.log.Warn("release merchant locks", zap.Int("locks", len(locks)), zap.Error(err))
+	}
+}
+
 // fence returns a context that ends, with cause ErrLockLost, as soon as any of
-// the locks is lost. stop must be called when the batch is over.
+// the locks is lost. stop must be called when the batch is over. Locks that
+// share one context (one watchdog for the batch) are watched once.
 func fence(parent context.Context, held map[string]HeldLock) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(parent)
-	stops := make([]func() bool, 0, len(held))
+	byCtx := make(map[context.Context][]string, 1)
 	for m, l := range held {
-		stops = append(stops, context.AfterFunc(l.Context(), func() {
-			cancel(fmt.Errorf("%w: merchant %s", ErrLockLost, m))
+		byCtx[l.Context()] = append(byCtx[l.Context()], m)
+	}
+	stops := make([]func() bool, 0, len(byCtx))
+	for lctx, ms := range byCtx {
+		what := "merchant " + ms[0]
+		if len(ms) > 1 {
+			what = fmt.Sprintf("one of %d merchants", len(ms))
+		}
+		stops = append(stops, context.AfterFunc(lctx, func() {
+			cancel(fmt.Errorf("%w: %s: %w", ErrLockLost, what, context.Cause(lctx)))
 		}))
 	}
 	return ctx, func() {

@@ -9,13 +9,12 @@ import (
 	"gorm.io/gorm"
 )
 
-const guardSQL = "UPDATE merchant_balance SET debited = debited + ? WHERE merchant_id = ? AND credited - debited >= ?"
-
 // Commit records one batch in one transaction: every row is inserted (debits
 // and rejections alike; use Grant for credits) and each merchant's balance
-// moves once, by the sum of its debit rows, behind the overdraft guard. The
-// balances are touched in merchant order, so two batches never lock each
-// other's rows in opposite orders.
+// moves once, by the sum of its debit rows, behind the overdraft guard. One
+// UPDATE moves every balance of the batch (see guardedDebit); it locks their
+// rows in primary-key order, so two batches never lock each other's rows in
+// opposite orders.
 //
 // Commit fills in the ID (when zero), BalanceAfter and CreatedAt of rows.
 // BalanceAfter is the merchant's MySQL balance after the row, in the order of
@@ -38,6 +37,11 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			return &RefusedError{EventID: r.EventID, Err: err}
 		}
 	}
+	release, err := s.admit(ctx, len(rows))
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := s.assignIDs(rows); err != nil {
 		return err
 	}
@@ -48,27 +52,41 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			rows[i].CreatedAt = now
 		}
 	}
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
-		for _, m := range merchants {
-			if debits[m] == 0 {
-				continue
+	update, args, guarded := guardedDebit(merchants, debits)
+	for attempt := 1; ; attempt++ {
+		err := s.inTx(ctx, func(tx *gorm.DB) error {
+			if guarded > 0 {
+				n, err := execRaw(tx, update, args)
+				if err != nil {
+					return fmt.Errorf("ledger: debit %d merchants: %w", guarded, err)
+				}
+				if n != int64(guarded) {
+					return errGuardShort
+				}
 			}
-			res := tx.Exec(guardSQL, debits[m], m, debits[m])
-			if res.Error != nil {
-				return fmt.Errorf("ledger: debit merchant %s: %w", m, res.Error)
+			bals, err := balancesInTx(tx, merchants)
+			if err != nil {
+				return err
 			}
-			if res.RowsAffected == 0 {
-				return &GuardError{MerchantID: m, Amount: debits[m]}
-			}
+			setBalanceAfter(rows, bals, debits)
+			return s.insert(tx, rows)
+		})
+		if !errors.Is(err, errGuardShort) {
+			return classify(err, rows)
 		}
-		var bals []Balance
-		if err := tx.Where("merchant_id IN ?", merchants).Find(&bals).Error; err != nil {
-			return fmt.Errorf("ledger: read balances: %w", err)
+		// Rolled back. Name the merchant (the first, in merchant order) whose
+		// guard refused; a balance raised meanwhile (a grant) lets it pass now.
+		guard, err := s.refusedGuard(ctx, merchants, debits)
+		switch {
+		case err != nil:
+			return err
+		case guard != nil:
+			return guard
 		}
-		setBalanceAfter(rows, bals, debits)
-		return s.insert(tx, rows)
-	})
-	return classify(err, rows)
+		if attempt >= s.opts.Attempts {
+			return fmt.Errorf("ledger: gave up after %d attempts: the balance guard refused the batch but every balance covers it", attempt)
+		}
+	}
 }
 
 // debitTotals sums the debit rows per merchant and lists every merchant of rows, sorted.
@@ -119,18 +137,6 @@ type chunkError struct {
 
 func (e *chunkError) Error() string { return e.err.Error() }
 func (e *chunkError) Unwrap() error { return e.err }
-
-// insert writes rows with multi-row INSERTs of at most InsertChunk rows each.
-func (s *Store) insert(tx *gorm.DB, rows []Row) error {
-	for off := 0; off < len(rows); off += s.opts.InsertChunk {
-		end := min(off+s.opts.InsertChunk, len(rows))
-		chunk := rows[off:end]
-		if err := tx.Create(&chunk).Error; err != nil {
-			return &chunkError{offset: off, err: err}
-		}
-	}
-	return nil
-}
 
 // classify turns a failed transaction into the package's errors.
 func classify(err error, rows []Row) error {

@@ -10,7 +10,9 @@
 //
 // makes an overdraft impossible even when the Redis cache over-reports: a
 // guard that matches no row fails the transaction with a *GuardError and the
-// caller refreshes its cache and redoes the batch.
+// caller refreshes its cache and redoes the batch. One statement applies it to
+// every merchant of a batch (see guardedDebit), so a batch costs the same few
+// statements whatever the number of its merchants.
 //
 // A merchant's credit rows always sum to its credited total and its debit rows
 // to its debited total, because one transaction writes the rows and moves the

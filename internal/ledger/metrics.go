@@ -8,8 +8,9 @@ import (
 
 // Metrics of the ledger store.
 type Metrics struct {
-	deadlockRetries prometheus.Counter
-	txSeconds       prometheus.Histogram
+	deadlockRetries   prometheus.Counter
+	txSeconds         prometheus.Histogram
+	commitWaitSeconds prometheus.Histogram
 }
 
 // NewMetrics creates the collectors and registers them with reg, unless reg is nil.
@@ -24,9 +25,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Duration of one ledger transaction attempt.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
+		commitWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "billing_ledger_commit_wait_seconds",
+			Help:    "Time a batch waited before its transaction could write its rows (Options.MaxRowsInFlight).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deadlockRetries, m.txSeconds} {
+		for _, c := range []prometheus.Collector{m.deadlockRetries, m.txSeconds, m.commitWaitSeconds} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("ledger: register metrics: %w", err)
 			}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 )
 
@@ -13,16 +14,28 @@ func (s *Store) ExistingEvents(ctx context.Context, eventIDs []string) (map[stri
 	if len(eventIDs) == 0 {
 		return out, nil
 	}
-	var rows []Row
-	err := s.db.WithContext(ctx).
-		Select("id", "event_id", "merchant_id", "kind", "amount", "balance_after").
-		Where("event_id IN ?", eventIDs).
-		Find(&rows).Error
+	args := make([]any, len(eventIDs))
+	for i, id := range eventIDs {
+		args[i] = id
+	}
+	err := queryRaw(s.db.WithContext(ctx),
+		"SELECT id, event_id, merchant_id, kind, amount, balance_after FROM quota_ledger WHERE event_id IN ("+list(len(args))+")",
+		args, func(rows *sql.Rows) error {
+			var r Row
+			var kind string
+			var after sql.NullInt64
+			if err := rows.Scan(&r.ID, &r.EventID, &r.MerchantID, &kind, &r.Amount, &after); err != nil {
+				return err
+			}
+			r.Kind = Kind(kind)
+			if after.Valid {
+				r.BalanceAfter = &after.Int64
+			}
+			out[r.EventID] = r
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: existing events: %w", err)
-	}
-	for _, r := range rows {
-		out[r.EventID] = r
 	}
 	return out, nil
 }

@@ -14,6 +14,11 @@
 // Waiters are woken by a PUBLISH from the release script on one shared
 // subscription per Client, and poll with capped, jittered backoff in case a
 // notification is missed (a lock that expires is never announced).
+//
+// A batch that needs many locks takes, watches and releases them together:
+// ObtainMany, WaitMany (deadlock-free for callers that list keys in one
+// order), WatchMany (one watchdog for all) and ReleaseMany each cost one
+// round trip for any number of keys.
 package lock
 
 import (
@@ -157,6 +162,12 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (l *Lo
 	if !errors.Is(err, ErrNotObtained) {
 		return l, giveUp(ctx, err)
 	}
+	return c.waitHeld(ctx, key, ttl)
+}
+
+// waitHeld is wait after a try found the lock held: subscribe to its release
+// channel, then try again on every release and on every backoff delay.
+func (c *Client) waitHeld(ctx context.Context, key string, ttl time.Duration) (l *Lock, err error) {
 	w, err := c.notify.add(ctx, c.keys.LockChannel(key))
 	if err != nil {
 		return nil, giveUp(ctx, err)

@@ -77,6 +77,40 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("keys landed on %d node(s); want several", len(nodes))
 	}
 
+	// Many keys of many slots in one pipelined round trip each way: taken
+	// (one already held, so WaitMany waits for it), watched, released.
+	var many []string
+	for i := range 12 {
+		many = append(many, keys.Lock(fmt.Sprintf("m-%d", i)))
+	}
+	busy, err := holder.Obtain(ctx, many[5], time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(50*time.Millisecond, func() { _ = busy.Release(context.WithoutCancel(ctx)) })
+	locks, err := waiter.WaitMany(ctx, many, 600*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx := waiter.WatchMany(ctx, locks)
+	time.Sleep(time.Second) // renewed across nodes
+	if mctx.Err() != nil {
+		t.Fatalf("WatchMany context ended: %v", context.Cause(mctx))
+	}
+	for _, l := range locks {
+		if got := rdb.Get(ctx, l.Key()).Val(); got != l.Token() {
+			t.Fatalf("%s = %q, want the token", l.Key(), got)
+		}
+	}
+	if err := waiter.ReleaseMany(ctx, locks); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range many {
+		if rdb.Exists(ctx, k).Val() != 0 {
+			t.Fatalf("%s still held after ReleaseMany", k)
+		}
+	}
+
 	l, err := holder.Obtain(ctx, keys.Lock("m-0"), 600*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)

@@ -98,10 +98,26 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
 // lock is not ours. After a Redis error the lock may still be held; it is no
 // longer renewed, so it expires within its TTL, and Release may be retried.
 func (l *Lock) Release(ctx context.Context) error {
+	dog, ok := l.beginRelease()
+	if !ok {
+		return ErrNotHeld
+	}
+	if dog != nil {
+		<-dog.done
+	}
+	c := l.client
+	n, err := c.scripts.release.Run(ctx, c.rdb, []string{l.key}, l.token, c.keys.LockChannel(l.key)).Int64()
+	return l.endRelease(n, err)
+}
+
+// beginRelease marks a release in flight and cancels the watched contexts. It
+// returns the watchdog to await (nil when none was started), or false when
+// the lock is released or being released.
+func (l *Lock) beginRelease() (*watchdog, bool) {
 	l.mu.Lock()
 	if l.released || l.releasing {
 		l.mu.Unlock()
-		return ErrNotHeld
+		return nil, false
 	}
 	l.releasing = true
 	dog, watchers := l.dog, l.watchers
@@ -110,12 +126,11 @@ func (l *Lock) Release(ctx context.Context) error {
 	for _, cancel := range watchers {
 		cancel(nil)
 	}
-	if dog != nil {
-		<-dog.done
-	}
+	return dog, true
+}
 
-	c := l.client
-	n, err := c.scripts.release.Run(ctx, c.rdb, []string{l.key}, l.token, c.keys.LockChannel(l.key)).Int64()
+// endRelease records the reply of the release script: 1 deleted, else not ours.
+func (l *Lock) endRelease(n int64, err error) error {
 	if err != nil {
 		l.mu.Lock()
 		l.releasing = false

@@ -1,0 +1,186 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestGuardedDebit(t *testing.T) {
+	tests := []struct {
+		name      string
+		merchants []string
+		debits    map[string]int64
+		guarded   int
+		args      []any
+	}{
+		{"nothing debited", []string{"m-a"}, map[string]int64{"m-a": 0}, 0, nil},
+		{"one", []string{"m-a"}, map[string]int64{"m-a": 5}, 1, []any{"m-a", int64(5), "m-a", "m-a", int64(5)}},
+		{"rejections only are skipped", []string{"m-a", "m-b", "m-c"}, map[string]int64{"m-a": 2, "m-b": 0, "m-c": 7}, 2,
+			[]any{"m-a", int64(2), "m-c", int64(7), "m-a", "m-c", "m-a", int64(2), "m-c", int64(7)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sql, args, guarded := guardedDebit(tt.merchants, tt.debits)
+			if guarded != tt.guarded || !reflect.DeepEqual(args, tt.args) {
+				t.Fatalf("guarded %d, args %v; want %d, %v", guarded, args, tt.guarded, tt.args)
+			}
+			if guarded == 0 {
+				if sql != "" {
+					t.Fatalf("sql = %q, want none", sql)
+				}
+				return
+			}
+			if n := strings.Count(sql, "?"); n != len(args) {
+				t.Fatalf("%d placeholders for %d args: %s", n, len(args), sql)
+			}
+			for _, want := range []string{"FORCE INDEX (PRIMARY)", "credited - debited >= CASE merchant_id"} {
+				if !strings.Contains(sql, want) {
+					t.Fatalf("sql lacks %q: %s", want, sql)
+				}
+			}
+		})
+	}
+}
+
+// Many merchants in one batch: one UPDATE moves them all, each by its own
+// total; a guard that fails anywhere names the first such merchant (in
+// merchant order) and nothing is written.
+func TestCommitManyMerchants(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	const n = 300
+	for i := range n {
+		grant(t, s, fmt.Sprintf("m-%03d", i), 100)
+	}
+	var rows []Row
+	for i := range n {
+		m := fmt.Sprintf("m-%03d", i)
+		rows = append(rows, debit("a-"+m, m, int64(1+i%7)), debit("b-"+m, m, 2))
+	}
+	if err := s.Commit(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		m := fmt.Sprintf("m-%03d", i)
+		if b := balanceOf(t, s, m); b.Debited != int64(3+i%7) {
+			t.Fatalf("%s debited %d, want %d", m, b.Debited, 3+i%7)
+		}
+	}
+	checkBalancesMatchLedger(t, s)
+
+	rows = nil
+	for i := range n {
+		m := fmt.Sprintf("m-%03d", i)
+		amount := int64(1)
+		if i == 150 || i == 220 {
+			amount = 1000 // more than they have
+		}
+		rows = append(rows, debit("c-"+m, m, amount))
+	}
+	err := s.Commit(ctx, rows)
+	var ge *GuardError
+	if !errors.As(err, &ge) || ge.MerchantID != "m-150" || ge.Amount != 1000 {
+		t.Fatalf("Commit = %v, want a *GuardError for m-150", err)
+	}
+	if ex, err := s.ExistingEvents(ctx, []string{"c-m-000", "c-m-299"}); err != nil || len(ex) != 0 {
+		t.Fatalf("rows of a refused batch: %v, %v", ex, err)
+	}
+	if b := balanceOf(t, s, "m-000"); b.Debited != 3 {
+		t.Fatalf("m-000 debited %d after a refused batch, want 3", b.Debited)
+	}
+	checkBalancesMatchLedger(t, s)
+}
+
+// The guarded UPDATE reads and locks only the batch's rows through the
+// primary key. Without the hint, a batch naming a good share of the table
+// would scan the whole index and, at REPEATABLE READ, lock every row it read.
+func TestGuardedDebitUsesPrimaryKeyRange(t *testing.T) {
+	s, db := newStore(t)
+	var values []string
+	for i := range 1000 {
+		values = append(values, fmt.Sprintf("('m-%04d', 1000)", i))
+	}
+	if _, err := db.SQL.Exec("INSERT INTO merchant_balance (merchant_id, credited) VALUES " + strings.Join(values, ", ")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL.Exec("ANALYZE TABLE merchant_balance"); err != nil {
+		t.Fatal(err)
+	}
+	var merchants []string
+	debits := map[string]int64{}
+	for i := 0; i < 1000; i += 4 {
+		m := fmt.Sprintf("m-%04d", i)
+		merchants = append(merchants, m)
+		debits[m] = 3
+	}
+	sql, args, _ := guardedDebit(merchants, debits)
+	rows, err := s.db.Raw("EXPLAIN "+sql, args...).Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		plan := map[string]string{}
+		for i, c := range cols {
+			if b, ok := vals[i].([]byte); ok {
+				plan[c] = string(b)
+			} else {
+				plan[c] = fmt.Sprint(vals[i])
+			}
+		}
+		if plan["type"] != "range" || plan["key"] != "PRIMARY" {
+			t.Fatalf("plan %v, want a range on PRIMARY", plan)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refusedGuard names the first merchant, in merchant order, that cannot cover
+// its debit or has no balance row; nil when every one can (a balance raised
+// since the UPDATE: Commit then tries again).
+func TestRefusedGuard(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	grant(t, s, "m-a", 5)
+	grant(t, s, "m-b", 5)
+	tests := []struct {
+		name   string
+		debits map[string]int64
+		want   *GuardError
+	}{
+		{"all covered", map[string]int64{"m-a": 5, "m-b": 1}, nil},
+		{"rejections only", map[string]int64{"m-a": 0, "m-zz": 0}, nil},
+		{"short", map[string]int64{"m-a": 5, "m-b": 6}, &GuardError{MerchantID: "m-b", Amount: 6}},
+		{"first in order", map[string]int64{"m-a": 9, "m-b": 6}, &GuardError{MerchantID: "m-a", Amount: 9}},
+		{"unknown merchant", map[string]int64{"m-a": 1, "m-c": 1}, &GuardError{MerchantID: "m-c", Amount: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ms []string
+			for m := range tt.debits {
+				ms = append(ms, m)
+			}
+			slices.Sort(ms)
+			got, err := s.refusedGuard(ctx, ms, tt.debits)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("refusedGuard = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
