@@ -102,7 +102,11 @@ func (s *Summary) Write(w io.Writer) {
 		fmt.Fprintf(w, "paced        produced at %.0f events/s, occurred_at stamped at send time\n", s.Rate)
 	}
 	fmt.Fprintf(w, "throughput   %.0f events/s end to end (%d messages in %s)\n", s.Throughput(), len(t.Messages), s.ConsumeTime.Round(time.Millisecond))
-	fmt.Fprintf(w, "latency      occurred_at -> ledger row: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", s.LatencyP50, s.LatencyP99, s.LatencyMax)
+	if s.Rate > 0 {
+		fmt.Fprintf(w, "latency      produce -> ledger row: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", s.LatencyP50, s.LatencyP99, s.LatencyMax)
+	} else {
+		fmt.Fprintf(w, "latency      not measured: the traffic was produced in one burst (use --rate N to measure produce -> ledger)\n")
+	}
 	fmt.Fprintf(w, "outcomes    ")
 	for _, k := range sortedKeys(s.Outcomes) {
 		fmt.Fprintf(w, " %s=%d", k, s.Outcomes[k])
