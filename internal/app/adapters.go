@@ -11,8 +11,13 @@ import (
 	"github.com/quotaflow/billing/internal/lock"
 )
 
-// merchantLocks adapts the lock client to the write path: the merchant lock,
-// with a watchdog whose context ends when the lock is lost.
+// MerchantLocks adapts a lock client to the write path: the merchant locks,
+// with a watchdog whose context ends when a lock is lost. The bench's pipeline
+// strategy uses it too, so it measures the production locking.
+func MerchantLocks(client *lock.Client, keys keyspace.Keyspace, ttl time.Duration) deduct.BatchLocker {
+	return merchantLocks{client: client, keys: keys, ttl: ttl}
+}
+
 type merchantLocks struct {
 	client *lock.Client
 	keys   keyspace.Keyspace

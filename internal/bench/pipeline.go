@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
@@ -40,13 +41,9 @@ func (s *Pipeline) Name() string { return NamePipeline }
 // Batched implements Strategy: lane batches.
 func (s *Pipeline) Batched() bool { return true }
 
-// ===== REGISTRATION POINT: pipeline strategy =====
-// Setup wires internal/deduct the way the worker will: an internal/lock Client
-// behind the deduct.Locker adapter below, a ledger.Store on the strategy's
-// database, the strategy's Redis prefix. When internal/app (or deduct) ships
-// its own lock adapter, use that here instead of lockerAdapter.
-
-// Setup implements Strategy. Redis balances are hydrated lazily by the
+// Setup implements Strategy. It wires internal/deduct the way the worker does:
+// the worker's lock adapter (app.MerchantLocks), a ledger.Store on the
+// strategy's database, the strategy's Redis prefix. Redis balances are hydrated lazily by the
 // Deductor (a missing quota hash is read from merchant_balance under the lock).
 func (s *Pipeline) Setup(_ context.Context, env *Env) error {
 	locks, err := lock.New(env.Redis, env.Keys, lock.Options{Logger: env.Log})
@@ -57,7 +54,7 @@ func (s *Pipeline) Setup(_ context.Context, env *Env) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("bench: pipeline ledger: %w", err), locks.Close())
 	}
-	d, err := deduct.New(env.Redis, env.Keys, lockerAdapter{c: locks, env: env, ttl: s.ttl}, store, env.Log, nil, deduct.Options{})
+	d, err := deduct.New(env.Redis, env.Keys, app.MerchantLocks(locks, env.Keys, s.ttl), store, env.Log, nil, deduct.Options{})
 	if err != nil {
 		return errors.Join(fmt.Errorf("bench: pipeline deductor: %w", err), locks.Close())
 	}
@@ -102,62 +99,3 @@ func (s *Pipeline) Close() error {
 	}
 	return s.locks.Close()
 }
-
-// lockerAdapter is deduct.Locker on internal/lock: wait for the merchant's
-// lock, start its watchdog, and hand out the watchdog's context (cancelled
-// when the lock is lost or released).
-type lockerAdapter struct {
-	c   *lock.Client
-	env *Env
-	ttl time.Duration
-}
-
-func (a lockerAdapter) Acquire(ctx context.Context, merchantID string) (deduct.HeldLock, error) {
-	l, err := a.c.Wait(ctx, a.env.Keys.Lock(merchantID), a.ttl)
-	if err != nil {
-		return nil, err
-	}
-	return heldLock{Lock: l, ctx: l.Watch(ctx)}, nil
-}
-
-// AcquireAll takes the merchants' locks in their order, one round trip when
-// none is contended (lock.Client.WaitMany), with one watchdog for all of them
-// (lock.Client.WatchMany): each lock's Context ends when any of them is lost
-// or released, which is what a batch needs.
-func (a lockerAdapter) AcquireAll(ctx context.Context, merchantIDs []string) ([]deduct.HeldLock, error) {
-	keys := make([]string, len(merchantIDs))
-	for i, id := range merchantIDs {
-		keys[i] = a.env.Keys.Lock(id)
-	}
-	locks, err := a.c.WaitMany(ctx, keys, a.ttl)
-	if err != nil {
-		return nil, err
-	}
-	wctx := a.c.WatchMany(ctx, locks)
-	held := make([]deduct.HeldLock, len(locks))
-	for i, l := range locks {
-		held[i] = heldLock{Lock: l, ctx: wctx}
-	}
-	return held, nil
-}
-
-// ReleaseAll releases the locks in one round trip (lock.Client.ReleaseMany).
-func (a lockerAdapter) ReleaseAll(ctx context.Context, held []deduct.HeldLock) error {
-	locks := make([]*lock.Lock, 0, len(held))
-	var errs []error
-	for _, h := range held {
-		if hl, ok := h.(heldLock); ok {
-			locks = append(locks, hl.Lock)
-		} else {
-			errs = append(errs, h.Release(ctx))
-		}
-	}
-	return errors.Join(append(errs, a.c.ReleaseMany(ctx, locks))...)
-}
-
-type heldLock struct {
-	*lock.Lock
-	ctx context.Context
-}
-
-func (h heldLock) Context() context.Context { return h.ctx }
