@@ -112,6 +112,8 @@ func consumerConfig(cfg config.Config, svc *Services) consumer.Config {
 		MaxInFlightPerPartition: cfg.Worker.MaxInFlight, CommitInterval: cfg.Worker.CommitInterval,
 		MaxAttempts: cfg.Worker.MaxAttempts, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		Dialer: svc.Kafka.Dialer, Transport: svc.Kafka.Transport,
+		SessionTimeout:    cfg.Kafka.SessionTimeout,
+		HeartbeatInterval: min(3*time.Second, cfg.Kafka.SessionTimeout/3),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -14,8 +15,11 @@ type Kafka struct {
 	Topic    string
 	Group    string
 	DLQTopic string
-	TLS      TLS
-	SASL     SASL
+	// SessionTimeout is the consumer-group session: how long a silent member
+	// keeps its partitions before the group moves on without it.
+	SessionTimeout time.Duration
+	TLS            TLS
+	SASL           SASL
 }
 
 // SASL mechanisms accepted in KAFKA_SASL_MECHANISM.
@@ -79,11 +83,12 @@ func RedactDSN(dsn string) string {
 
 func (p *parser) kafka() Kafka {
 	k := Kafka{
-		Brokers:  p.addrList("KAFKA_BROKERS", ""),
-		Topic:    p.topic("KAFKA_TOPIC", DefaultTopic),
-		Group:    p.str("KAFKA_GROUP", DefaultGroup),
-		DLQTopic: p.topic("KAFKA_DLQ_TOPIC", DefaultDLQTopic),
-		TLS:      p.tls("KAFKA_TLS"),
+		Brokers:        p.addrList("KAFKA_BROKERS", ""),
+		Topic:          p.topic("KAFKA_TOPIC", DefaultTopic),
+		Group:          p.str("KAFKA_GROUP", DefaultGroup),
+		DLQTopic:       p.topic("KAFKA_DLQ_TOPIC", DefaultDLQTopic),
+		SessionTimeout: p.duration("KAFKA_SESSION_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute),
+		TLS:            p.tls("KAFKA_TLS"),
 		SASL: SASL{
 			Mechanism: p.oneOf("KAFKA_SASL_MECHANISM", SASLNone, SASLPlain, SASLScramSHA256, SASLScramSHA512),
 			Username:  p.str("KAFKA_SASL_USERNAME", ""),

@@ -90,6 +90,12 @@ func (g *generation[T]) deadLetter(l *lane[T], ps []pending[T]) bool {
 				g.commitSoon()
 				return true
 			}
+			if g.fencedOff(ps) {
+				// Another member owns these partitions now and will dead-letter
+				// the messages itself; ours stay uncommitted.
+				g.c.health.ok(key)
+				return false
+			}
 			ps, err = g.publish(ps)
 			if len(ps) == 0 {
 				g.c.health.ok(key)
@@ -165,4 +171,41 @@ func (g *generation[T]) skipDeadLettered(ps []pending[T], retry bool) []pending[
 	}
 	clear(ps[len(left):])
 	return left
+}
+
+// fencedOff reports whether the coordinator has moved on from this generation.
+// A member paused longer than its session (a GC pause, SIGSTOP) is replaced
+// while it sleeps and wakes up still holding messages its partitions' new owner
+// will dead-letter too. A pause long enough to lose the membership lasts a
+// session timeout, so it makes every message fetched before it at least that
+// old: such messages are published only after a synchronous commit of their
+// partition's position, which the coordinator refuses from a generation that
+// is over. Younger messages skip the check (no round trip on the common path).
+func (g *generation[T]) fencedOff(ps []pending[T]) bool {
+	oldest := ps[0]
+	for _, p := range ps[1:] {
+		if p.e.fetched.Before(oldest.e.fetched) {
+			oldest = p
+		}
+	}
+	if time.Since(oldest.e.fetched) < g.c.cfg.SessionTimeout {
+		return false
+	}
+	pos, ok, _ := oldest.e.part.position()
+	if !ok {
+		return false
+	}
+	err := g.kg.CommitOffsets(map[string]map[int]int64{g.c.cfg.Topic: {oldest.e.part.id: pos}})
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, kafka.IllegalGeneration), errors.Is(err, kafka.UnknownMemberId),
+		errors.Is(err, kafka.RebalanceInProgress), errors.Is(err, kafka.FencedInstanceID):
+		g.c.m.dlqFenced.Inc()
+		g.log.Warn("generation over while messages waited; not dead-lettering them",
+			zap.Int("partition", oldest.e.part.id), zap.Int64("offset", oldest.e.msg.Offset), zap.Error(err))
+		return true
+	}
+	// Anything else (the coordinator unreachable) says nothing about membership.
+	return false
 }

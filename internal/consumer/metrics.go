@@ -26,6 +26,7 @@ type Metrics struct {
 	consumed      *prometheus.CounterVec // {partition}
 	dlqPublished  *prometheus.CounterVec // {class}
 	dlqSkipped    prometheus.Counter     // not published: a previous owner did
+	dlqFenced     prometheus.Counter     // not published: the generation was over
 	retries       *prometheus.CounterVec // {kind}
 	batchSize     prometheus.Histogram   // items per handler call
 	batchDuration prometheus.Histogram   // one lane batch, retries included
@@ -50,6 +51,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		dlqSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "billing_dlq_skipped_total",
 			Help: "Messages not dead-lettered again because the dead-letter topic already held them from a previous owner of their partition.",
+		}),
+		dlqFenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "billing_dlq_fenced_total",
+			Help: "Messages not dead-lettered because this member's generation was over when it came to publish them (a pause past the session); the partition's new owner handles them.",
 		}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "billing_retries_total",
@@ -90,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m.commits.WithLabelValues("ok")
 	m.commits.WithLabelValues("error")
-	err := metrics.Register(reg, m.consumed, m.dlqPublished, m.dlqSkipped, m.retries, m.batchSize, m.batchDuration,
+	err := metrics.Register(reg, m.consumed, m.dlqPublished, m.dlqSkipped, m.dlqFenced, m.retries, m.batchSize, m.batchDuration,
 		m.lag, m.inflight, m.commits, m.generations)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: register metrics: %w", err)
