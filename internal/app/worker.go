@@ -130,19 +130,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	// The ops server, like the lease, stays up while the consumer drains, so
+	// /metrics and /readyz answer until the last commit.
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	if w.http != nil {
-		httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 		g.Go(func() error { return w.http.Run(httpCtx) })
-		defer stopHTTP()
-		go func() { <-gctx.Done(); stopHTTP() }()
 	}
 	g.Go(func() error {
 		defer stopLease()
-		err := w.consumer.Run(gctx)
-		if err != nil {
-			w.log.Error("consumer stopped", zap.Error(err))
-		}
-		return err
+		defer stopHTTP()
+		return w.consumer.Run(gctx) // an error is reported once, by the caller
 	})
 	return g.Wait()
 }
