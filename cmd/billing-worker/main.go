@@ -71,6 +71,12 @@ func run(getenv func(string) string) error {
 	// belong on the scraped registry: app.NewWorker's default registry has neither.
 	w, err := app.NewWorker(ctx, cfg, log, app.WorkerOptions{Registry: metrics.NewRegistry()})
 	if err != nil {
+		if ctx.Err() != nil {
+			// A signal while starting (e.g. waiting for the worker-ID lease of a
+			// previous incarnation to expire) is a clean stop, not a failure.
+			log.Info("signal during start-up; stopped before consuming", zap.NamedError("start", err))
+			return nil
+		}
 		return err
 	}
 	log.Info("serving ops endpoints", zap.Stringer("http_addr", w.HTTPAddr))
