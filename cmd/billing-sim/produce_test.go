@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/quotaflow/billing/internal/testenv"
 	"github.com/quotaflow/billing/internal/workload"
 )
@@ -39,7 +37,7 @@ func TestProduceWritesTheWorkload(t *testing.T) {
 		wantKeys[string(m.Key)]++
 	}
 	gotKeys := map[string]int{}
-	for _, m := range readTopic(ctx, t, k.Brokers, topic, 3) {
+	for _, m := range k.ReadAll(ctx, t, topic, 3) {
 		gotKeys[string(m.Key)]++
 	}
 	if len(gotKeys) != len(wantKeys) {
@@ -50,45 +48,4 @@ func TestProduceWritesTheWorkload(t *testing.T) {
 			t.Errorf("key %s: %d read back, %d generated", key, gotKeys[key], n)
 		}
 	}
-}
-
-// readTopic reads every message of topic up to the partitions' end offsets.
-func readTopic(ctx context.Context, t *testing.T, brokers []string, topic string, partitions int) []kafka.Message {
-	t.Helper()
-	transport := &kafka.Transport{}
-	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for p := range partitions {
-		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
-	}
-	resp, err := client.ListOffsets(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []kafka.Message
-	for _, po := range resp.Topics[topic] {
-		if po.Error != nil {
-			t.Fatal(po.Error)
-		}
-		if po.LastOffset == 0 {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: po.Partition, MaxWait: 100 * time.Millisecond})
-		for {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				r.Close()
-				t.Fatalf("partition %d: %v", po.Partition, err)
-			}
-			out = append(out, m)
-			if m.Offset == po.LastOffset-1 {
-				break
-			}
-		}
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
 }

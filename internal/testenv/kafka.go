@@ -82,3 +82,46 @@ func pingKafka(addr string) error {
 	}
 	return conn.Close()
 }
+
+// ReadAll reads every message of topic, partition by partition, up to the
+// end offsets as of the call, without a consumer group.
+func (k *Kafka) ReadAll(ctx context.Context, t testing.TB, topic string, partitions int) []kafka.Message {
+	brokers := k.Brokers
+	t.Helper()
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: transport}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for p := range partitions {
+		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
+	}
+	resp, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []kafka.Message
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			t.Fatal(po.Error)
+		}
+		if po.LastOffset == 0 {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: po.Partition, MaxWait: 100 * time.Millisecond})
+		for {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				r.Close()
+				t.Fatalf("partition %d: %v", po.Partition, err)
+			}
+			out = append(out, m)
+			if m.Offset == po.LastOffset-1 {
+				break
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}

@@ -47,7 +47,7 @@ func TestProduceToKafka(t *testing.T) {
 		t.Error("OnProgress never called")
 	}
 
-	got := readAll(ctx, t, k.Brokers, topic, 4)
+	got := k.ReadAll(ctx, t, topic, 4)
 	if len(got) != total {
 		t.Fatalf("read back %d messages, want %d", len(got), total)
 	}
@@ -88,47 +88,6 @@ func TestProduceToKafka(t *testing.T) {
 		}
 		last[m.Partition] = seq
 	}
-}
-
-// readAll reads every message of the topic, partition by partition, up to the end offsets.
-func readAll(ctx context.Context, t *testing.T, brokers []string, topic string, partitions int) []kafka.Message {
-	t.Helper()
-	transport := &kafka.Transport{}
-	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: transport}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for p := range partitions {
-		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
-	}
-	resp, err := client.ListOffsets(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []kafka.Message
-	for _, po := range resp.Topics[topic] {
-		if po.Error != nil {
-			t.Fatal(po.Error)
-		}
-		if po.LastOffset == 0 {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: po.Partition, MaxWait: 100 * time.Millisecond})
-		for {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				r.Close()
-				t.Fatalf("partition %d: %v", po.Partition, err)
-			}
-			out = append(out, m)
-			if m.Offset == po.LastOffset-1 {
-				break
-			}
-		}
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
 }
 
 func TestProduceRateAndCancel(t *testing.T) {
