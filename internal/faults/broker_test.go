@@ -76,7 +76,7 @@ func TestBrokerErrorStorm(t *testing.T) {
 	for _, m := range members {
 		m.Stop()
 	}
-	g.settle(ctx, truthOf(load.produced()).produced)
+	g.settle(ctx, truthOf(load.produced()).produced, checkOptions{})
 }
 
 // storms lists the faults, each with seeded parameters.
