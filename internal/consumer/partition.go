@@ -120,7 +120,6 @@ func (g *generation[T]) fetch(p *partition) {
 	log := g.log.With(zap.Int("partition", p.id))
 	key := "fetch/" + strconv.Itoa(p.id)
 	defer g.c.health.ok(key)
-	bo := newBackoff(g.c.cfg)
 	failing := false
 	for {
 		msg, err := p.reader.FetchMessage(g.stop)
@@ -128,19 +127,21 @@ func (g *generation[T]) fetch(p *partition) {
 			if g.stop.Err() != nil {
 				return
 			}
+			// No backoff of our own: the reader already backs off between its
+			// fetches and queues each failure, so sleeping here would only
+			// deliver stale errors slowly, long after the broker recovered.
+			if !failing {
+				log.Warn("fetch failing, the reader retries", zap.Error(err))
+			}
 			failing = true
 			g.c.health.fail(key, fmt.Errorf("consumer: fetch partition %d: %w", p.id, err))
 			g.c.m.retries.WithLabelValues(retryFetch).Inc()
-			log.Warn("fetch failed, retrying", zap.Error(err))
-			if !sleep(g.stop, bo.NextBackOff()) {
-				return
-			}
 			continue
 		}
 		if failing {
 			failing = false
 			g.c.health.ok(key)
-			bo.Reset()
+			log.Info("fetch recovered")
 		}
 		p.metrics.consumed.Inc()
 		p.hwm.Store(msg.HighWaterMark)
