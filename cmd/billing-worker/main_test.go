@@ -10,10 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -36,7 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 // start runs the real binary against the test's own services and waits until /readyz says ready.
-func start(t *testing.T) (*exec.Cmd, *bytes.Buffer, chan error) {
+func start(t *testing.T) (*exec.Cmd, *syncBuffer, chan error) {
 	t.Helper()
 	k := testenv.NewKafka(t)
 	r := testenv.NewRedis(t)
@@ -47,8 +51,8 @@ func start(t *testing.T) (*exec.Cmd, *bytes.Buffer, chan error) {
 		"KAFKA_BROKERS="+strings.Join(k.Brokers, ","), "KAFKA_TOPIC="+k.Topic(t, 2), "KAFKA_DLQ_TOPIC="+k.Topic(t, 1),
 		"KAFKA_GROUP=g-"+testenv.UniqueName(t, "g"), "REDIS_ADDR="+r.Addr, "REDIS_KEY_PREFIX="+r.Keys.Prefix(),
 		"MYSQL_DSN="+db.DSN, "IDGEN_WORKER_ID=7", fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), "SHUTDOWN_TIMEOUT=5s")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +65,7 @@ func start(t *testing.T) (*exec.Cmd, *bytes.Buffer, chan error) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return cmd, &out, exit
+				return cmd, out, exit
 			}
 		}
 		if time.Now().After(deadline) {
@@ -131,4 +135,65 @@ func TestBadEnvironmentNamesTheVariables(t *testing.T) {
 	if strings.Contains(string(out), "hunter2") {
 		t.Errorf("output leaks the password:\n%s", out)
 	}
+}
+
+// A worker whose ID is still leased by another holder waits for the lease;
+// SIGTERM while it waits is a clean stop (exit 0), not a failed start.
+func TestSIGTERMWhileWaitingForLease(t *testing.T) {
+	k := testenv.NewKafka(t)
+	r := testenv.NewRedis(t)
+	db := testenv.NewMySQL(t)
+	held, err := idgen.AcquireLease(context.Background(), r.Client, r.Keys, 9, idgen.Holder{Pod: "other-pod", Since: time.Now()},
+		zap.NewNop(), idgen.LeaseOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Release(context.Background()) })
+	cmd := exec.Command(binary)
+	cmd.Env = append(os.Environ(),
+		"KAFKA_BROKERS="+strings.Join(k.Brokers, ","), "KAFKA_TOPIC="+k.Topic(t, 1), "KAFKA_DLQ_TOPIC="+k.Topic(t, 1),
+		"REDIS_ADDR="+r.Addr, "REDIS_KEY_PREFIX="+r.Keys.Prefix(), "MYSQL_DSN="+db.DSN,
+		"IDGEN_WORKER_ID=9", "IDGEN_LEASE_TTL=1m", "HTTP_ADDR=127.0.0.1:0")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exit := make(chan error, 1)
+	go func() { exit <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(out.String(), "waiting for its lease to expire") {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker never waited for the held lease:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exit:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM during start-up: %v\n%s", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no exit within 10s of SIGTERM\n%s", out.String())
+	}
+}
+
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
