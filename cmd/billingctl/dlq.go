@@ -242,7 +242,7 @@ func dlqClient() (*dlq.Client, config.Config, error) {
 	if err != nil {
 		log = zap.NewNop()
 	}
-	c, err := dlq.NewClient(dlq.Broker{Addrs: cfg.Kafka.Brokers, Dialer: k.Dialer, Transport: k.Transport}, log, dlq.Options{})
+	c, err := dlq.NewClient(dlq.Broker{Addrs: cfg.Kafka.Brokers, Transport: k.Transport, Franz: k.Franz}, log, dlq.Options{})
 	return c, cfg, err
 }
 

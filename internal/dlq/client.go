@@ -5,16 +5,17 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
-// Broker is how this package reaches Kafka: the bootstrap addresses, a dialer
-// for the partition readers and a transport for writes and offset look-ups
-// (dial.KafkaClients builds both with TLS and SASL).
+// Broker is how this package reaches Kafka: the bootstrap addresses, a
+// transport for writes and offset look-ups, and the franz-go options of the
+// read_committed readers (dial.KafkaClients builds both with TLS and SASL).
 type Broker struct {
 	Addrs     []string
-	Dialer    *kafka.Dialer      // nil: kafka.DefaultDialer
 	Transport kafka.RoundTripper // nil: kafka.DefaultTransport
+	Franz     []kgo.Opt          // client ID, TLS, SASL; nil: plain
 }
 
 // Options tunes a Client. The zero value is usable.
@@ -55,9 +56,6 @@ func NewClient(b Broker, log *zap.Logger, opts Options) (*Client, error) {
 	}
 	if log == nil {
 		log = zap.NewNop()
-	}
-	if b.Dialer == nil {
-		b.Dialer = kafka.DefaultDialer
 	}
 	if b.Transport == nil {
 		b.Transport = kafka.DefaultTransport

@@ -1,0 +1,160 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrFenced means a writer opened later under the same transactional ID took
+// over: this one's open transaction was aborted and it may write no more.
+var ErrFenced = errors.New("dlq: fenced by a newer writer of the same transactional ID")
+
+// errBroken is returned by the writes after a failed one.
+var errBroken = errors.New("dlq: writer unusable after a failed write; open a new one")
+
+// TxnWriter writes dead-letter records to one topic in Kafka transactions
+// under one transactional ID. It exists for fencing: a consumer that owns a
+// partition writes that partition's dead-letter records under an ID of the
+// partition's own, so that whoever owns it next, on opening its writer,
+// aborts the previous owner's open transaction and makes every later write
+// of the previous owner fail, even one from a process frozen past its group
+// session that wakes up still believing it owns the partition. Records are
+// visible to read_committed readers (ReadCommitted) only once their
+// transaction commits.
+//
+// Writes are serialized. After a failed write the writer is unusable (its
+// transaction's outcome may be unknown): close it and open a new one, which
+// aborts whatever the old one left open.
+type TxnWriter struct {
+	cl      *kgo.Client
+	timeout time.Duration
+
+	mu     sync.Mutex
+	broken error
+}
+
+// TxnConfig configures OpenTxnWriter.
+type TxnConfig struct {
+	Brokers []string
+	Opts    []kgo.Opt // client ID, TLS, SASL (dial.Kafka.Franz)
+	Topic   string
+	ID      string // transactional ID
+	// Timeout is the broker's transaction timeout, after which it aborts a
+	// transaction its writer left open (a crash), and also the bound of one
+	// Write.
+	Timeout time.Duration
+}
+
+// OpenTxnWriter registers the transactional ID with the broker, which fences
+// every earlier writer of that ID and aborts its open transaction, and
+// returns the writer. It fails when ctx ends first.
+func OpenTxnWriter(ctx context.Context, c TxnConfig) (*TxnWriter, error) {
+	if len(c.Brokers) == 0 {
+		return nil, ErrNoBrokers
+	}
+	if c.ID == "" || c.Topic == "" || c.Timeout <= 0 {
+		return nil, fmt.Errorf("dlq: transactional writer needs an ID, a topic and a timeout (got %q, %q, %v)", c.ID, c.Topic, c.Timeout)
+	}
+	opts := append(slices.Clip(c.Opts),
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.TransactionalID(c.ID),
+		kgo.TransactionTimeout(c.Timeout),
+		kgo.DefaultProduceTopic(c.Topic),
+		kgo.ProducerLinger(0),                                // writes are synchronous: do not wait for company
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // keep a key's records together
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dlq: transactional writer %s: %w", c.ID, err)
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("dlq: register transactional ID %s: %w", c.ID, classify(err))
+	}
+	return &TxnWriter{cl: cl, timeout: c.Timeout}, nil
+}
+
+// Write publishes msgs (their Key, Value, Headers and Time) in one
+// transaction and commits it. An error wraps ErrFenced when a newer writer
+// took over; after any error the writer is unusable, and whether the records
+// were committed is unknown unless the error is ErrFenced (then they were
+// not).
+func (w *TxnWriter) Write(ctx context.Context, msgs []kafka.Message) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.broken != nil {
+		return w.broken
+	}
+	err := w.write(ctx, msgs)
+	if err != nil {
+		w.broken = fmt.Errorf("%w (%w)", errBroken, err)
+	}
+	return err
+}
+
+func (w *TxnWriter) write(ctx context.Context, msgs []kafka.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	if err := w.cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("dlq: begin transaction: %w", classify(err))
+	}
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = toRecord(m)
+	}
+	if err := w.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("dlq: produce in transaction: %w", classify(err))
+	}
+	if err := w.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("dlq: commit transaction: %w", classify(err))
+	}
+	return nil
+}
+
+// Close releases the writer's connections. A transaction it left open is
+// aborted by the broker at its timeout, or at once by the next writer of the
+// same ID. Close may be called while a Write runs: the Write then fails.
+func (w *TxnWriter) Close() {
+	w.cl.Close()
+}
+
+// classify marks the broker's fencing answers with ErrFenced.
+func classify(err error) error {
+	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	}
+	return err
+}
+
+func toRecord(m kafka.Message) *kgo.Record {
+	r := &kgo.Record{Key: m.Key, Value: m.Value, Timestamp: m.Time}
+	if len(m.Headers) > 0 {
+		r.Headers = make([]kgo.RecordHeader, len(m.Headers))
+		for i, h := range m.Headers {
+			r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	return r
+}
+
+func fromRecord(r *kgo.Record) kafka.Message {
+	m := kafka.Message{
+		Topic: r.Topic, Partition: int(r.Partition), Offset: r.Offset,
+		Key: r.Key, Value: r.Value, Time: r.Timestamp,
+	}
+	if len(r.Headers) > 0 {
+		m.Headers = make([]kafka.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			m.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return m
+}

@@ -1,0 +1,149 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// rawTxnClient is a bare franz-go transactional producer, for states our
+// writer never leaves behind on purpose (an aborted or dangling transaction).
+func rawTxnClient(t *testing.T, c *cluster, id string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.k.Brokers...), kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute),
+		kgo.DefaultProduceTopic(c.dlqTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func produceTxn(t *testing.T, cl *kgo.Client, commit bool, values ...string) {
+	t.Helper()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		if err := cl.ProduceSync(ctxFor(t), &kgo.Record{Value: []byte(v), Partition: 0}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.EndTransaction(ctxFor(t), kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// committedValues reads partition 0 of the DLQ topic up to its high
+// watermark as of now.
+func committedValues(t *testing.T, c *cluster) []string {
+	t.Helper()
+	end := c.ends(t, c.dlqTopic)[0]
+	var got []string
+	rc := ReadConfig{Brokers: c.k.Brokers, Topic: c.dlqTopic, PollWait: 200 * time.Millisecond, Stall: 10 * time.Second}
+	err := ReadCommitted(ctxFor(t), rc, Range{Partition: 0, From: 0, To: end}, func(m kafka.Message) error {
+		got = append(got, string(m.Value))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// kafka-go's readers deliver aborted records and transaction markers as
+// messages; ReadCommitted must not, also when the range ends in an aborted
+// transaction (its marker, past the aborted record, ends the range).
+func TestReadCommittedSkipsAbortedAndMarkers(t *testing.T) {
+	c := newCluster(t)
+	cl := rawTxnClient(t, c, c.dlqTopic+"-raw")
+	produceTxn(t, cl, true, "a")
+	produceTxn(t, cl, false, "b1", "b2")
+	produceTxn(t, cl, true, "c")
+	if got := committedValues(t, c); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("read %q, want [a c]", got)
+	}
+	produceTxn(t, cl, false, "d")
+	if got := committedValues(t, c); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("after a trailing abort: read %q, want [a c]", got)
+	}
+}
+
+// A writer opened under an ID fences the earlier one: the old writer's next
+// write fails with ErrFenced and is not visible; the new one writes.
+func TestTxnWriterFencesEarlierWriter(t *testing.T) {
+	c := newCluster(t)
+	cfg := TxnConfig{Brokers: c.k.Brokers, Topic: c.dlqTopic, ID: c.dlqTopic + "-p0", Timeout: 10 * time.Second}
+	old, err := OpenTxnWriter(ctxFor(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	msg := func(v string) []kafka.Message { return []kafka.Message{{Key: []byte("k"), Value: []byte(v)}} }
+	if err := old.Write(ctxFor(t), msg("before")); err != nil {
+		t.Fatal(err)
+	}
+	next, err := OpenTxnWriter(ctxFor(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if err := old.Write(ctxFor(t), msg("stale")); !errors.Is(err, ErrFenced) {
+		t.Fatalf("write of the fenced writer: %v, want ErrFenced", err)
+	}
+	if err := old.Write(ctxFor(t), msg("stale again")); !errors.Is(err, errBroken) {
+		t.Fatalf("write after a failed one: %v, want errBroken", err)
+	}
+	if err := next.Write(ctxFor(t), msg("after")); err != nil {
+		t.Fatal(err)
+	}
+	if got := committedValues(t, c); !slices.Equal(got, []string{"before", "after"}) {
+		t.Fatalf("read %q, want [before after]", got)
+	}
+}
+
+// A transaction left open (a writer frozen or killed mid-write) holds back
+// read_committed readers until the broker's timeout, here a minute; opening
+// the next writer of its ID aborts it at once, so the read below, which
+// gives up after 10s, completes, without the dangling record.
+func TestOpenTxnWriterAbortsDanglingTransaction(t *testing.T) {
+	c := newCluster(t)
+	id := c.dlqTopic + "-p0"
+	dangling := rawTxnClient(t, c, id)
+	if err := dangling.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dangling.ProduceSync(ctxFor(t), &kgo.Record{Value: []byte("dangling"), Partition: 0}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := OpenTxnWriter(ctxFor(t), TxnConfig{Brokers: c.k.Brokers, Topic: c.dlqTopic, ID: id, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Write(ctxFor(t), []kafka.Message{{Value: []byte("after")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := committedValues(t, c); !slices.Equal(got, []string{"after"}) {
+		t.Fatalf("read %q, want [after]", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := dangling.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("the fenced producer committed its transaction")
+	}
+}
+
+func TestOpenTxnWriterErrors(t *testing.T) {
+	if _, err := OpenTxnWriter(context.Background(), TxnConfig{Topic: "t", ID: "x", Timeout: time.Second}); !errors.Is(err, ErrNoBrokers) {
+		t.Fatalf("no brokers: %v", err)
+	}
+	if _, err := OpenTxnWriter(context.Background(), TxnConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "t"}); err == nil {
+		t.Fatal("no ID and no timeout accepted")
+	}
+}
