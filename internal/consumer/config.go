@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Config tunes a Consumer. Zero values take the defaults named on each field;
@@ -35,7 +36,15 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	Dialer    *kafka.Dialer      // readers and the group (TLS, SASL); nil: a plain dialer
-	Transport kafka.RoundTripper // the DLQ writer (TLS, SASL); nil: one owned and closed by Run
+	Transport kafka.RoundTripper // the dead-letter scan's look-ups (TLS, SASL); nil: one owned and closed by Run
+	// Franz are the franz-go options (client ID, TLS, SASL) of the
+	// dead-letter topic's transactional writers and read_committed scan.
+	Franz []kgo.Opt
+	// DLQTxnTimeout is the dead-letter writers' transaction timeout: how long
+	// a transaction left open by a crashed member may hold back readers of
+	// its dead-letter partition, unless the partition's next owner aborts it
+	// first, as it does on taking over (default 10s).
+	DLQTxnTimeout time.Duration
 
 	SessionTimeout    time.Duration // group session (default 30s)
 	HeartbeatInterval time.Duration // default 3s; below SessionTimeout
@@ -79,6 +88,7 @@ func (c *Config) setDefaults() {
 	setDur(&c.JoinGroupBackoff, 2*time.Second)
 	setDur(&c.GroupTimeout, min(5*time.Second, c.ShutdownTimeout/5))
 	setInt(&c.DLQScanWindow, 10000)
+	setDur(&c.DLQTxnTimeout, 10*time.Second)
 	setInt(&c.MinBytes, 1)
 	setInt(&c.MaxBytes, 1<<20)
 	setDur(&c.MaxWait, 100*time.Millisecond)
@@ -134,6 +144,7 @@ func (c Config) Validate() error {
 		{"ProbeTimeout", c.ProbeTimeout}, {"ShutdownTimeout", c.ShutdownTimeout}, {"SessionTimeout", c.SessionTimeout},
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"RebalanceTimeout", c.RebalanceTimeout},
 		{"JoinGroupBackoff", c.JoinGroupBackoff}, {"GroupTimeout", c.GroupTimeout}, {"MaxWait", c.MaxWait},
+		{"DLQTxnTimeout", c.DLQTxnTimeout},
 	}
 	for _, d := range durations {
 		if d.d <= 0 {

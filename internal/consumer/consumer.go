@@ -14,25 +14,30 @@
 // forever, never dead-letter) from a poison message (after MaxAttempts
 // failures alone, dead-letter it as exhausted).
 //
-// A message goes to the dead-letter topic at most once, also across crashes
-// and rebalances, although its offset is committed only after the publish
-// (a crash or a refused commit in between used to publish it again): each
-// generation first reads the newest DLQScanWindow records of every
-// dead-letter partition, and a message about to be dead-lettered whose
-// record (this group, this topic, same partition, offset and timestamp) is
-// there already is only marked done (billing_dlq_skipped_total). Handling
-// does not wait for that scan, dead-lettering does; a failing scan is retried
-// with backoff and reported by Ready. A publish reported failed may have
-// landed all the same, so its retry scans again first (and the writer does
-// not retry on its own). After a publish the partition is committed at once
-// rather than at the next CommitInterval, which keeps the uncommitted window
-// short in the first place. Not covered: a record pushed out of the window
-// by more than DLQScanWindow newer records in its dead-letter partition
-// before the partition's next owner scans; a member evicted from the group
-// (its session expired) that still publishes; a publish abandoned at the
-// drain deadline, or timed out on our side, that the broker appends only
-// after the scan that should see it. Closing those needs Kafka transactions.
-// With DisableDLQScan dead-lettering is at least once.
+// A message goes to the dead-letter topic exactly once, also across crashes,
+// rebalances and members frozen past their session (a GC pause, SIGSTOP),
+// although its offset is committed only after the publish. Each consumed
+// partition has a transactional writer of its own, under the transactional
+// ID "<group>/<topic>/<partition>", and its records are written in Kafka
+// transactions. A generation opens the writers of its partitions first:
+// that aborts what a previous owner left open and fences the previous
+// owner's writer, so that a frozen member that wakes up still believing it
+// owns the partition can no longer commit a record. Then it reads the
+// newest DLQScanWindow committed records of every dead-letter partition, and
+// a message about to be dead-lettered whose record (this group, this topic,
+// same partition, offset and timestamp) is there already is only marked done
+// (billing_dlq_skipped_total). A writer whose write failed (its transaction's
+// outcome unknown) is replaced, and the topic scanned again, before the
+// next write. Handling does not wait for the scan, dead-lettering does; a
+// failing scan is retried with backoff and reported by Ready. After a
+// publish the partition is committed at once rather than at the next
+// CommitInterval, which keeps the window for a skip short in the first
+// place. The dead-letter topic must be read with isolation level
+// read_committed (dlq.ReadCommitted): other readers also see records of
+// aborted transactions. Not covered: a record pushed out of the window by
+// more than DLQScanWindow newer records in its dead-letter partition before
+// the partition's next owner scans. With DisableDLQScan dead-lettering is at
+// least once.
 //
 // Trade-offs: a lane waits while its batch is retried, so an outage or a
 // failing dead-letter publish stalls that lane's keys and, through the
@@ -99,7 +104,7 @@ type Consumer[T any] struct {
 	health  *health
 
 	started atomic.Bool
-	dlq     *dlqWriter
+	lookups *dlqLookups
 
 	// all counts every goroutine Run starts; Run waits for it, bounded by
 	// the shutdown deadline.
@@ -155,7 +160,7 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		c.health.setState(ErrStopped)
 		return fmt.Errorf("consumer: group: %w", err)
 	}
-	c.dlq = newDLQWriter(c.cfg)
+	c.lookups = newDLQLookups(c.cfg)
 	defer context.AfterFunc(ctx, func() { c.stopping() })() // the bound starts at cancellation
 
 	closed := make(chan struct{})
@@ -189,9 +194,7 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 	if !waitUntil(closed, deadline) {
 		c.log.Warn("consumer group close outlasted the shutdown timeout; leaving it to finish on its own")
 	}
-	if err := c.dlq.close(); err != nil {
-		c.log.Warn("close dead-letter writer", zap.Error(err))
-	}
+	c.lookups.close()
 	allDone := make(chan struct{})
 	go func() { c.all.Wait(); close(allDone) }()
 	if !waitUntil(allDone, deadline) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,48 +74,36 @@ func (c *cluster) waitAllCommitted(t *testing.T, group, topic string, partitions
 	})
 }
 
-// dlqRecords reads every record of every partition of a dead-letter topic.
+// dlqRecords reads every committed record of every partition of a
+// dead-letter topic, as a read_committed consumer sees them.
 func (c *cluster) dlqRecords(t *testing.T, topic string, partitions int) []dlq.Record {
 	t.Helper()
 	first, end := c.offsets(t, topic, partitions)
 	var out []dlq.Record
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rc := dlq.ReadConfig{Brokers: c.k.Brokers, Topic: topic, PollWait: 100 * time.Millisecond, Stall: 15 * time.Second}
 	for p := 0; p < partitions; p++ {
-		if end[p] <= first[p] {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.k.Brokers, Topic: topic, Partition: p, MaxWait: 50 * time.Millisecond, ReadLagInterval: -1})
-		if err := r.SetOffset(first[p]); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		for off := first[p]; off < end[p]; off++ {
-			m, err := r.FetchMessage(ctx)
-			if err != nil {
-				t.Fatalf("read DLQ partition %d at %d of %d: %v", p, off, end[p], err)
-			}
+		err := dlq.ReadCommitted(ctx, rc, dlq.Range{Partition: p, From: first[p], To: end[p]}, func(m kafka.Message) error {
 			rec, err := dlq.FromMessage(m)
 			if err != nil {
-				t.Fatalf("DLQ record: %v", err)
+				return fmt.Errorf("DLQ record at %d/%d: %w", p, m.Offset, err)
 			}
 			out = append(out, rec)
-		}
-		cancel()
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("read DLQ: %v", err)
 		}
 	}
 	return out
 }
 
-// dlqSize is how many records a dead-letter topic holds.
+// dlqSize is how many committed records a dead-letter topic holds (its
+// offsets also count transaction markers).
 func (c *cluster) dlqSize(t *testing.T, topic string, partitions int) int64 {
 	t.Helper()
-	first, end := c.offsets(t, topic, partitions)
-	var n int64
-	for p := range end {
-		n += end[p] - first[p]
-	}
-	return n
+	return int64(len(c.dlqRecords(t, topic, partitions)))
 }
 
 // checkDeadLetteredTimes asserts the DLQ holds each poison value exactly
@@ -382,8 +371,8 @@ func TestDLQScanKeepsOnlyOurs(t *testing.T) {
 	}
 
 	seen := newDeadLettered()
-	seen.set(nil, true) // as if the topic had been missing at the generation's start
-	if err := seen.recheck(context.Background(), s); err != nil {
+	seen.set(nil, true, 0) // as if the topic had been missing at the generation's start
+	if err := seen.recheck(context.Background(), s, &atomic.Uint64{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -408,29 +397,105 @@ func TestDLQScanKeepsOnlyOurs(t *testing.T) {
 	}
 }
 
-// A dead-letter publish that lands but is answered with an error (a real
-// broker says NOT_ENOUGH_REPLICAS_AFTER_APPEND or times out after the
-// append) is retried only after a new scan: the DLQ holds the message once.
-func TestDeadLetterOnceAfterAmbiguousPublish(t *testing.T) {
+// Dead-letter writes that fail: a produce answered with an error after the
+// append (NOT_ENOUGH_REPLICAS_AFTER_APPEND, or a timeout on a real broker),
+// which the transactional producer retries without writing twice; and a
+// refused transaction commit, after which the writer is replaced (aborting
+// the open transaction) and the records written again. Either way the DLQ
+// holds each message once.
+func TestDeadLetterOnceAfterFailedWrites(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		fault     func(dlqTopic string) kfake.Fault
+		rewritten bool // the consumer saw the failure and wrote again
+	}{
+		{"produce answered after append", func(dlqTopic string) kfake.Fault {
+			return kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: dlqTopic, Err: kerr.NotEnoughReplicasAfterAppend, Count: 2}
+		}, false},
+		{"commit refused", func(string) kfake.Fault {
+			return kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 2}
+		}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			kf := faultHooks(t, c)
+			const parts, n = 2, 100
+			topic, dlqTopic := c.k.Topic(t, parts), c.k.Topic(t, 1)
+			valid, _ := events(n, 10)
+			msgs, poison := withPoison(valid, 2)
+			c.produce(t, topic, msgs)
+
+			fault := kf.Fault(tt.fault(dlqTopic))
+			defer fault.Remove()
+			cfg := c.config(topic, dlqTopic)
+			r := start(t, cfg, newRecorder().handler(0), nil)
+			c.waitAllCommitted(t, cfg.Group, topic, parts)
+			r.stop(t)
+			if fault.Hits() == 0 {
+				t.Fatal("no write failed")
+			}
+			c.checkDeadLetteredTimes(t, topic, dlqTopic, 1, poison, 1)
+			if got := value(t, r.m.retries.WithLabelValues(retryDLQ)); tt.rewritten != (got > 0) {
+				t.Errorf("dead-letter retries %v, want them only when the commit was refused", got)
+			}
+		})
+	}
+}
+
+// A member's dead-letter write is in flight when the partition's next owner
+// opens its writer, as when a member frozen mid-publish past its session
+// wakes up after the rebalance. The next owner's opening aborts the write's
+// transaction and fences the member's writer; the member, its generation
+// refused by the coordinator, gives up without writing again. The next owner
+// then dead-letters the message: the DLQ holds it once, never the copy.
+func TestDeadLetterFencedByNextOwner(t *testing.T) {
 	c := newCluster(t)
 	kf := faultHooks(t, c)
-	const parts, n = 2, 100
-	topic, dlqTopic := c.k.Topic(t, parts), c.k.Topic(t, 1)
-	valid, _ := events(n, 10)
-	msgs, poison := withPoison(valid, 2)
+	topic, dlqTopic := c.k.Topic(t, 1), c.k.Topic(t, 1)
+	valid, _ := events(50, 5)
+	msgs, poison := withPoison(valid, 1)
 	c.produce(t, topic, msgs)
-
-	landed := kf.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: dlqTopic, Err: kerr.NotEnoughReplicasAfterAppend, Count: 2})
-	defer landed.Remove()
 	cfg := c.config(topic, dlqTopic)
-	r := start(t, cfg, newRecorder().handler(0), nil)
-	c.waitAllCommitted(t, cfg.Group, topic, parts)
-	r.stop(t)
-	if landed.Hits() == 0 {
-		t.Fatal("no publish was answered with an error")
+
+	// Hold the first transactional produce (the member's dead-letter write)
+	// until released.
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	kf.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if req.(*kmsg.ProduceRequest).TransactionID == nil {
+			return nil, nil, false
+		}
+		kf.DropControl()
+		close(inFlight)
+		kf.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	a := start(t, cfg, newRecorder().handler(0), nil)
+	select {
+	case <-inFlight:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no dead-letter write")
 	}
+	refused := refuseCommits(kf, cfg.Group)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	next, err := dlq.OpenTxnWriter(ctx, dlq.TxnConfig{Brokers: c.k.Brokers, Topic: dlqTopic, ID: transactionalID(cfg, 0), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.Close()
+	close(release)
+	waitFor(t, 15*time.Second, "the member fenced off", func() bool { return value(t, a.m.dlqFenced) == 1 })
+	a.stop(t)
+	refused.Remove()
+	if got := value(t, a.m.dlqPublished); got != 0 {
+		t.Errorf("the fenced member counted %v publishes", got)
+	}
+	if got := c.dlqSize(t, dlqTopic, 1); got != 0 {
+		t.Fatalf("the fenced write is visible: the DLQ holds %d record(s)", got)
+	}
+
+	b := start(t, cfg, newRecorder().handler(0), nil)
+	c.waitAllCommitted(t, cfg.Group, topic, 1)
+	b.stop(t)
 	c.checkDeadLetteredTimes(t, topic, dlqTopic, 1, poison, 1)
-	if got := value(t, r.m.dlqSkipped); got == 0 {
-		t.Error("nothing skipped after the ambiguous publishes")
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -17,8 +18,10 @@ const (
 	// scanPoll bounds one wait for a record of a tail being read.
 	scanPoll = time.Second
 	// scanStall fails a scan attempt whose partition delivers nothing for
-	// this long while records below the end captured at its start remain
-	// unread: an unreachable broker must not pass for a short partition.
+	// this long (at least twice DLQTxnTimeout, for which an open transaction
+	// may hold records back) while records below the end captured at its
+	// start remain unread: an unreachable broker must not pass for a short
+	// partition.
 	scanStall = 10 * time.Second
 )
 
@@ -32,7 +35,8 @@ type deadLettered struct {
 
 	mu    sync.Mutex
 	offs  map[int]map[int64]time.Time
-	stale bool // scan again before the next publish
+	stale bool   // scan again before the next publish
+	asOf  uint64 // how many dead-letter writers were open when the scan began
 }
 
 func newDeadLettered() *deadLettered {
@@ -42,9 +46,9 @@ func newDeadLettered() *deadLettered {
 // set records a scan; a topic found absent is scanned again before each
 // publish until it exists (it may have been created since, or a stale
 // metadata cache said it did not exist).
-func (d *deadLettered) set(offs map[int]map[int64]time.Time, absent bool) {
+func (d *deadLettered) set(offs map[int]map[int64]time.Time, absent bool, asOf uint64) {
 	d.mu.Lock()
-	d.offs, d.stale = offs, absent
+	d.offs, d.stale, d.asOf = offs, absent, asOf
 	d.mu.Unlock()
 }
 
@@ -67,20 +71,23 @@ func (d *deadLettered) holds(m kafka.Message) bool {
 	return ok && at.Equal(m.Time)
 }
 
-// recheck scans again when set or invalidate asked for it; other lanes'
+// recheck scans again when set or invalidate asked for it, or when the last
+// scan began before the need-th dead-letter writer (counted by opened) was
+// open: a writer may publish only what a scan begun after its opening, which
+// fenced every earlier writer of its partition, did not find. Other lanes'
 // rechecks and holds wait for it.
-func (d *deadLettered) recheck(ctx context.Context, s *dlqScan) error {
+func (d *deadLettered) recheck(ctx context.Context, s *dlqScan, opened *atomic.Uint64, need uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.stale || s == nil {
+	if s == nil || (!d.stale && d.asOf >= need) {
 		return nil
 	}
-	began := time.Now()
+	began, asOf := time.Now(), opened.Load()
 	offs, st, err := s.run(ctx)
 	if err != nil {
 		return err
 	}
-	d.offs, d.stale = offs, st.absent
+	d.offs, d.stale, d.asOf = offs, st.absent, asOf
 	if !st.absent {
 		s.scanned(st, time.Since(began))
 	}
@@ -117,12 +124,8 @@ func (s *dlqScan) run(ctx context.Context) (map[int]map[int64]time.Time, scanSta
 		return nil, st, err
 	}
 	st.absent = absent
-	// A reader's Close waits for its prefetch (up to MaxWait): close in the
-	// background while the next tail is read, and await them all.
-	var closing sync.WaitGroup
-	defer closing.Wait()
 	for _, tl := range tails {
-		err := s.read(ctx, tl, &closing, func(m kafka.Message) {
+		err := s.read(ctx, tl, func(m kafka.Message) {
 			st.read++
 			rec, err := dlq.FromMessage(m)
 			if err != nil {
@@ -197,58 +200,19 @@ func (s *dlqScan) tails(ctx context.Context) (_ []tail, absent bool, _ error) {
 	return tails, false, nil
 }
 
-// read calls keep for every record of tl, in offset order.
-func (s *dlqScan) read(ctx context.Context, tl tail, closing *sync.WaitGroup, keep func(kafka.Message)) error {
-	log := s.log.With(zap.Int("dlq_partition", tl.partition))
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:          s.cfg.Brokers,
-		Topic:            s.cfg.DLQTopic,
-		Partition:        tl.partition,
-		Dialer:           s.cfg.Dialer,
-		MinBytes:         1,
-		MaxBytes:         s.cfg.MaxBytes,
-		MaxWait:          s.cfg.MaxWait,
-		ReadBatchTimeout: readBatchTimeout,
-		ReadLagInterval:  -1,
-		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
-			log.Warn("dead-letter scan reader", zap.String("error", fmt.Sprintf(format, args...)))
-		}),
-	})
-	defer closing.Go(func() {
-		if err := r.Close(); err != nil {
-			log.Warn("close dead-letter scan reader", zap.Error(err))
-		}
-	})
-	if err := r.SetOffset(tl.from); err != nil {
-		return fmt.Errorf("seek partition %d to %d: %w", tl.partition, tl.from, err)
+// read calls keep for every record of tl a read_committed consumer sees, in
+// offset order.
+func (s *dlqScan) read(ctx context.Context, tl tail, keep func(kafka.Message)) error {
+	rc := dlq.ReadConfig{
+		Brokers: s.cfg.Brokers, Opts: s.cfg.Franz, Topic: s.cfg.DLQTopic, MaxBytes: s.cfg.MaxBytes,
+		PollWait: scanPoll, Stall: max(scanStall, 2*s.cfg.DLQTxnTimeout),
 	}
-	next, progress := tl.from, time.Now()
-	for next < tl.to {
-		pctx, cancel := context.WithTimeout(ctx, scanPoll)
-		m, err := r.FetchMessage(pctx)
-		cancel()
-		switch {
-		case err == nil:
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded):
-			// Nothing arrived: the end may be a gap the reader skipped
-			// (compaction, transaction markers), or the broker is away.
-			if r.Offset() >= tl.to {
-				return nil
-			}
-			if time.Since(progress) > scanStall {
-				return fmt.Errorf("partition %d delivered nothing for %v at offset %d (end %d)", tl.partition, scanStall, next, tl.to)
-			}
-			continue
-		default:
-			return fmt.Errorf("read partition %d at offset %d: %w", tl.partition, next, err)
-		}
-		if m.Offset >= tl.to {
-			return nil
-		}
-		next, progress = m.Offset+1, time.Now()
+	err := dlq.ReadCommitted(ctx, rc, dlq.Range{Partition: tl.partition, From: tl.from, To: tl.to}, func(m kafka.Message) error {
 		keep(m)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("partition %d: %w", tl.partition, err)
 	}
 	return nil
 }
@@ -268,9 +232,23 @@ func (g *generation[T]) scanDLQ() {
 	bo := newBackoff(g.c.cfg)
 	for {
 		began := time.Now()
-		found, st, err := g.scan.run(g.stop)
+		// Fence the partitions' previous owners first, aborting what they
+		// left open, so that the scan shows everything they committed.
+		err := g.writers.openAll(g.stop)
+		if err != nil {
+			err = fmt.Errorf("consumer: open dead-letter writers: %w", err)
+		}
+		var found map[int]map[int64]time.Time
+		var st scanStats
+		asOf := g.writers.seq.Load()
 		if err == nil {
-			g.seen.set(found, st.absent)
+			found, st, err = g.scan.run(g.stop)
+			if err != nil {
+				err = fmt.Errorf("consumer: scan dead-letter topic %s: %w", g.c.cfg.DLQTopic, err)
+			}
+		}
+		if err == nil {
+			g.seen.set(found, st.absent, asOf)
 			close(g.seen.ready)
 			if st.absent {
 				g.scan.log.Warn("dead-letter topic does not exist (yet); scanned again before each publish until it does")
@@ -282,9 +260,9 @@ func (g *generation[T]) scanDLQ() {
 		if g.stop.Err() != nil {
 			return
 		}
-		g.c.health.fail(key, fmt.Errorf("consumer: scan dead-letter topic %s: %w", g.c.cfg.DLQTopic, err))
+		g.c.health.fail(key, err)
 		g.c.m.retries.WithLabelValues(retryScan).Inc()
-		g.log.Warn("dead-letter topic scan failed, retrying", zap.Error(err))
+		g.log.Warn("dead-letter writers or scan failed, retrying", zap.Error(err))
 		if !sleep(g.stop, bo.NextBackOff()) {
 			return
 		}

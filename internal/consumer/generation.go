@@ -14,13 +14,14 @@ import (
 // the generation: what it did not commit before the generation ended is
 // dropped, to be redelivered to the partition's next owner.
 type generation[T any] struct {
-	c     *Consumer[T]
-	kg    *kafka.Generation
-	log   *zap.Logger
-	parts []*partition
-	lanes []*lane[T]
-	seen  *deadLettered // what the dead-letter topic holds of parts already
-	scan  *dlqScan      // nil when DLQScanWindow is off
+	c       *Consumer[T]
+	kg      *kafka.Generation
+	log     *zap.Logger
+	parts   []*partition
+	lanes   []*lane[T]
+	seen    *deadLettered // what the dead-letter topic holds of parts already
+	scan    *dlqScan      // nil when DLQScanWindow is off
+	writers *txnWriters   // the dead-letter writers of parts
 
 	commitNow chan struct{} // asks the committer for a commit before its next tick
 
@@ -59,11 +60,13 @@ func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generati
 	for i := 0; i < c.cfg.Lanes; i++ {
 		g.lanes = append(g.lanes, newLane[T](i, c.cfg))
 	}
+	g.writers = newTxnWriters(c.cfg, partitionIDs(g.parts))
+	defer g.writers.closeAll()
 	g.log.Info("generation started", zap.Ints("partitions", partitionIDs(g.parts)))
 
 	var workers, committer sync.WaitGroup
 	if c.cfg.DLQScanWindow > 0 && len(g.parts) > 0 {
-		g.scan = &dlqScan{cfg: c.cfg, rt: c.dlq.rt, log: g.log.With(zap.String("dlq_topic", c.cfg.DLQTopic)), starts: starts}
+		g.scan = &dlqScan{cfg: c.cfg, rt: c.lookups.rt, log: g.log.With(zap.String("dlq_topic", c.cfg.DLQTopic)), starts: starts}
 		c.goAll(&workers, g.scanDLQ)
 	} else {
 		close(g.seen.ready) // nothing to skip: dead-lettering is at least once

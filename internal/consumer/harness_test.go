@@ -259,26 +259,16 @@ func (c *cluster) waitCommittedEnd(t *testing.T, group, topic string, partitions
 	})
 }
 
-// readDLQ reads the first n records of a one-partition dead-letter topic.
+// readDLQ waits for n committed records of a one-partition dead-letter
+// topic and returns them.
 func (c *cluster) readDLQ(t *testing.T, topic string, n int) []dlq.Record {
 	t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.k.Brokers, Topic: topic, MaxWait: 50 * time.Millisecond, ReadLagInterval: -1})
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	var out []dlq.Record
-	for len(out) < n {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			t.Fatalf("read DLQ after %d of %d records: %v", len(out), n, err)
-		}
-		rec, err := dlq.FromMessage(m)
-		if err != nil {
-			t.Fatalf("DLQ record: %v", err)
-		}
-		out = append(out, rec)
-	}
-	return out
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d dead-letter records", n), func() bool {
+		out = c.dlqRecords(t, topic, 1)
+		return len(out) >= n
+	})
+	return out[:n]
 }
 
 // running is a consumer whose Run goes on in the background.

@@ -13,6 +13,15 @@
 // the high watermark captured before it began, then stops, so a DLQ that keeps
 // growing during a scan still gives a finite, repeatable answer.
 //
+// # Transactions
+//
+// Workers write records with a [TxnWriter] per consumed partition, in Kafka
+// transactions, so that a partition's new owner can fence its previous one
+// (see package consumer). Every reader here is read_committed
+// ([ReadCommitted], with franz-go: kafka-go's readers return records of
+// aborted transactions and transaction markers as messages); an open
+// transaction holds a read back until it ends.
+//
 // # Replay and its progress
 //
 // [Replayer.Run] sends the original key, value and headers of the selected

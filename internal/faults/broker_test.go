@@ -76,7 +76,7 @@ func TestBrokerErrorStorm(t *testing.T) {
 	for _, m := range members {
 		m.Stop()
 	}
-	g.settle(ctx, truthOf(load.produced()).produced, checkOptions{})
+	g.settle(ctx, truthOf(load.produced()).produced)
 }
 
 // storms lists the faults, each with seeded parameters.

@@ -68,7 +68,7 @@ func TestChurnThreeWorkers(t *testing.T) {
 	for _, p := range procs {
 		p.Stop()
 	}
-	rep, _ := g.settle(ctx, newTruth(tr).produced, checkOptions{})
+	rep, _ := g.settle(ctx, newTruth(tr).produced)
 
 	unique := float64(rep.Checked["valid unique events"])
 	bound := float64(maxInFlight * partitions)

@@ -56,5 +56,5 @@ func TestKillWorkerProcesses(t *testing.T) {
 	for _, p := range procs {
 		p.Stop()
 	}
-	g.settle(ctx, newTruth(tr).produced, checkOptions{})
+	g.settle(ctx, newTruth(tr).produced)
 }

@@ -50,5 +50,5 @@ func TestMariaDBRestart(t *testing.T) {
 	for _, p := range procs {
 		p.Stop()
 	}
-	g.settle(ctx, newTruth(tr).produced, checkOptions{})
+	g.settle(ctx, newTruth(tr).produced)
 }

@@ -63,7 +63,7 @@ func TestDuplicatedReorderedRewoundDelivery(t *testing.T) {
 		m.Stop()
 	}
 	t.Logf("outcomes before the rewind %v; after it %v", before, after)
-	g.settle(ctx, truth.produced, checkOptions{})
+	g.settle(ctx, truth.produced)
 	if got := after["duplicate"]; got < float64(valid) {
 		t.Errorf("%.0f duplicate outcomes after the rewind, want at least the %d valid messages redelivered", got, valid)
 	}

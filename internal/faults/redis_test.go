@@ -51,7 +51,7 @@ func TestRedisRestartLosesData(t *testing.T) {
 		p.Stop()
 	}
 	t.Logf("%5.1fs: drained; quota hashes rebuilt from MySQL: %.0f", time.Since(start).Seconds(), hydrations)
-	g.settle(ctx, newTruth(tr).produced, checkOptions{})
+	g.settle(ctx, newTruth(tr).produced)
 }
 
 // Redis (with an append-only file, so its data survives) is down for longer
@@ -98,7 +98,7 @@ func TestRedisDownLongerThanLockTTL(t *testing.T) {
 		p.Stop()
 	}
 	t.Logf("%5.1fs: drained; batches that found their lock lost: %.0f", time.Since(start).Seconds(), lost)
-	g.settle(ctx, newTruth(tr).produced, checkOptions{})
+	g.settle(ctx, newTruth(tr).produced)
 }
 
 // waitUnready waits until a worker's /readyz fails naming dep.

@@ -32,24 +32,17 @@ func (g *rig) drain(ctx context.Context, within time.Duration) {
 	}
 }
 
-// checkOptions say what a scenario may legitimately leave behind.
-type checkOptions struct {
-	// dlqAtLeastOnce: the scenario kills, pauses, rebalances or rewinds, so a
-	// message may be dead-lettered again (invariant.State.DLQAtLeastOnce).
-	dlqAtLeastOnce bool
-}
-
 // settle is the end of every scenario, once the group has drained and the
 // workers have stopped: one reconciler pass (repairing Redis from MySQL),
 // then the invariant checker on the produced truth and the final MySQL, Redis
 // and DLQ state. It fails the test with the checker's report on any violation.
-func (g *rig) settle(ctx context.Context, produced invariant.Produced, o checkOptions) (*invariant.Report, *reconcile.Report) {
+func (g *rig) settle(ctx context.Context, produced invariant.Produced) (*invariant.Report, *reconcile.Report) {
 	g.t.Helper()
 	time.Sleep(reconcileGrace) // deductions pending now are orphans, not in-flight work
 	rec := g.reconcileOnce(ctx)
 	records := g.readDLQ(ctx)
 	rep, err := invariant.Check(ctx, produced, invariant.State{
-		DB: g.db.DB, Redis: g.rdb, Keys: g.keys, DLQ: records, RedisSettled: true, DLQAtLeastOnce: o.dlqAtLeastOnce,
+		DB: g.db.DB, Redis: g.rdb, Keys: g.keys, DLQ: records, RedisSettled: true,
 	})
 	if err != nil {
 		g.t.Fatal(err)

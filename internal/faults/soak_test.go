@@ -78,7 +78,7 @@ func TestSoak(t *testing.T) {
 	for _, p := range procs {
 		p.Stop()
 	}
-	g.settle(ctx, newTruth(tr).produced, checkOptions{})
+	g.settle(ctx, newTruth(tr).produced)
 
 	if len(at) < 6 {
 		t.Fatalf("only %d samples in %v", len(at), dur)

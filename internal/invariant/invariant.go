@@ -39,14 +39,6 @@ type State struct {
 	DLQ []dlq.Record
 	// RedisSettled says a reconciler pass has run: Redis must equal MySQL exactly.
 	RedisSettled bool
-	// DLQAtLeastOnce admits re-published copies of a dead-letter record: a
-	// crash, a rebalance or a rewound offset between the DLQ publish and the
-	// offset commit redelivers the message, and the consumer publishes it
-	// again. A copy must be the same message (same provenance, key and value):
-	// it is counted ("dlq re-published copies"), not failed. Distinct messages
-	// must still match the invalid ones exactly. Without it a copy is a
-	// violation.
-	DLQAtLeastOnce bool
 }
 
 // Report lists every broken invariant; it is empty when all hold.
@@ -274,7 +266,7 @@ func checkRedis(ctx context.Context, r *Report, s State, balances map[string]bal
 }
 
 // checkDLQ: every invalid message is dead-lettered exactly once, and nothing
-// else is (with DLQAtLeastOnce: at least once, every copy the same message).
+// else is.
 func checkDLQ(r *Report, p Produced, s State) {
 	type origin struct {
 		topic     string
@@ -297,11 +289,7 @@ func checkDLQ(r *Report, p Produced, s State) {
 	}
 	r.Checked["dlq records"] = len(s.DLQ)
 	for o, n := range seen {
-		switch {
-		case n == 1:
-		case s.DLQAtLeastOnce:
-			r.Checked["dlq re-published copies"] += n - 1
-		default:
+		if n > 1 {
 			r.fail("message %s/%d@%d dead-lettered %d times", o.topic, o.partition, o.offset, n)
 		}
 	}
