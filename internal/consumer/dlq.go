@@ -100,6 +100,10 @@ func (t *txnWriters) get(ctx context.Context, partition int) (*txnWriter, error)
 	if s.w != nil {
 		return s.w, nil
 	}
+	// Bounded, so that a broker that never answers (or keeps answering with
+	// a retriable error) shows in Ready rather than hanging the caller.
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.DLQTxnTimeout)
+	defer cancel()
 	w, err := dlq.OpenTxnWriter(ctx, dlq.TxnConfig{
 		Brokers: t.cfg.Brokers, Opts: t.cfg.Franz, Topic: t.cfg.DLQTopic,
 		ID: transactionalID(t.cfg, partition), Timeout: t.cfg.DLQTxnTimeout,
