@@ -76,3 +76,30 @@ func BenchmarkDLQScan(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(msgs))/time.Since(began).Seconds(), "records/s")
 }
+
+// BenchmarkDeadLetter measures messages/s through the consumer when every
+// message is undecodable and so dead-lettered (each publish its own
+// transaction): b.N are produced first, then timed from Run's start until
+// every one is dead-lettered.
+//
+//	go test -run '^$' -bench DeadLetter -benchtime 2000x ./internal/consumer/
+func BenchmarkDeadLetter(b *testing.B) {
+	c := newCluster(b)
+	const parts = 4
+	topic, dlqTopic := c.k.Topic(b, parts), c.k.Topic(b, 1)
+	msgs := make([]kafka.Message, b.N)
+	for i := range msgs {
+		key := "k-" + itoa(i%64)
+		msgs[i] = kafka.Message{Key: []byte(key), Value: []byte(key + ":poison-" + itoa(i))}
+	}
+	c.produce(b, topic, msgs)
+	cfg := c.config(topic, dlqTopic)
+	b.ResetTimer()
+	began := time.Now()
+	r := start(b, cfg, newRecorder().handler(0), nil)
+	waitFor(b, 5*time.Minute, "all dead-lettered", func() bool { return value(b, r.m.dlqPublished) >= float64(b.N) })
+	elapsed := time.Since(began)
+	b.StopTimer()
+	r.stop(b)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+}
