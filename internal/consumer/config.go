@@ -55,8 +55,9 @@ type Config struct {
 	// final commit fits in the shutdown bound).
 	GroupTimeout time.Duration
 
-	// DLQScanWindow is how many of the newest records of each dead-letter
-	// partition a generation reads before it dead-letters anything, to find
+	// DLQScanWindow is how many of the newest offsets (records, and the
+	// markers each transaction adds) of each dead-letter partition a
+	// generation reads before it dead-letters anything, to find
 	// the messages of its partitions that a previous owner dead-lettered but
 	// did not commit, and not publish them again (default 10000). A negative
 	// value (DisableDLQScan) turns the scan off: then a message is

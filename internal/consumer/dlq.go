@@ -179,8 +179,9 @@ func (t *txnWriters) closeAll() {
 // writer was open: the scan shows every record an earlier owner committed,
 // and the opening fenced whatever that owner had not committed yet. Messages
 // the scan shows are only marked done. A failed write may have committed all
-// the same (a lost answer): its writer is replaced, which aborts it if it did
-// not, and the next scan shows it if it did. After a publish the partition
+// the same (a lost answer): unless the generation turns out to be over, its
+// writer is replaced, which aborts it if it did not, and the next scan shows
+// it if it did. After a publish the partition
 // is committed at once rather than at the next tick.
 func (g *generation[T]) deadLetter(l *lane[T], ps []pending[T]) bool {
 	select {
@@ -215,7 +216,10 @@ func (g *generation[T]) deadLetter(l *lane[T], ps []pending[T]) bool {
 			}
 			g.seen.invalidate()
 			retry = true
-			if errors.Is(err, dlq.ErrFenced) && g.generationOver(ps[0].e.part, "a newer owner's dead-letter writer fenced ours; not dead-lettering") {
+			// Before replacing the writer, which would fence whoever owns
+			// the partition now: a member that woke up from a pause learns
+			// here that it does not.
+			if g.generationOver(ps[0].e.part, "dead-letter write failed and the generation is over; not dead-lettering") {
 				g.c.health.ok(key)
 				return false
 			}

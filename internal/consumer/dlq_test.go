@@ -145,9 +145,9 @@ func TestDeadLetters(t *testing.T) {
 
 func decoderFor(f func(kafka.Message) (event, string, error)) Decoder[event] { return f }
 
-// While the dead-letter topic cannot take a record, the poison message's
-// offset is not committed and Ready says why; once publishing works the
-// record lands and the partition moves on.
+// While the dead-letter topic does not exist, the poison message's offset is
+// not committed and Ready says why; once the topic exists the record lands
+// and the partition moves on.
 func TestDeadLetterPublishMustSucceedFirst(t *testing.T) {
 	c := newCluster(t)
 	const parts = 2
@@ -162,8 +162,8 @@ func TestDeadLetterPublishMustSucceedFirst(t *testing.T) {
 	rec := newRecorder()
 	cfg := c.config(topic, dlqTopic)
 	r := start(t, cfg, rec.handler(0), nil)
-	waitFor(t, 10*time.Second, "dead-letter publish retried", func() bool { return value(t, r.m.retries.WithLabelValues(retryDLQ)) >= 2 })
-	if err := r.c.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "publish to "+dlqTopic) {
+	waitFor(t, 10*time.Second, "dead-letter scan retried", func() bool { return value(t, r.m.retries.WithLabelValues(retryScan)) >= 2 })
+	if err := r.c.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "dead-letter topic "+dlqTopic+": the topic does not exist") {
 		t.Fatalf("Ready while the DLQ is unavailable = %v", err)
 	}
 	_, end := c.offsets(t, topic, parts)

@@ -371,7 +371,8 @@ func TestDLQScanKeepsOnlyOurs(t *testing.T) {
 	}
 
 	seen := newDeadLettered()
-	seen.set(nil, true, 0) // as if the topic had been missing at the generation's start
+	seen.set(nil, 0)
+	seen.invalidate() // as after a failed publish
 	if err := seen.recheck(context.Background(), s, &atomic.Uint64{}, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -394,6 +395,11 @@ func TestDLQScanKeepsOnlyOurs(t *testing.T) {
 	s = &dlqScan{cfg: cfg, rt: c.tr, log: testLogger(), starts: map[int]int64{0: 0}}
 	if found, st, err := s.run(context.Background()); err != nil || len(found) != 0 || !st.absent {
 		t.Errorf("missing topic: found %v, absent %v, err %v", found, st.absent, err)
+	}
+	// ...and is not trusted: a publish waits until a scan finds the topic.
+	seen.invalidate()
+	if err := seen.recheck(context.Background(), s, &atomic.Uint64{}, 0); !errors.Is(err, errDLQAbsent) {
+		t.Errorf("recheck of a missing topic: %v, want errDLQAbsent", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,11 +19,14 @@ const (
 	// scanPoll bounds one wait for a record of a tail being read.
 	scanPoll = time.Second
 	// scanStall fails a scan attempt whose partition delivers nothing for
-	// this long (at least twice DLQTxnTimeout, for which an open transaction
-	// may hold records back) while records below the end captured at its
-	// start remain unread: an unreachable broker must not pass for a short
-	// partition.
+	// this long, beyond the time an open transaction may hold records back,
+	// while records below the end captured at its start remain unread: an
+	// unreachable broker must not pass for a short partition.
 	scanStall = 10 * time.Second
+	// txnAbortSweep is how late after its timeout a broker aborts a
+	// transaction left open (Kafka's
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms default).
+	txnAbortSweep = 10 * time.Second
 )
 
 // deadLettered is what the dead-letter topic already holds of a
@@ -43,13 +47,27 @@ func newDeadLettered() *deadLettered {
 	return &deadLettered{ready: make(chan struct{})}
 }
 
-// set records a scan; a topic found absent is scanned again before each
-// publish until it exists (it may have been created since, or a stale
-// metadata cache said it did not exist).
-func (d *deadLettered) set(offs map[int]map[int64]time.Time, absent bool, asOf uint64) {
+// set records the generation's first scan, begun when asOf writers were open.
+func (d *deadLettered) set(offs map[int]map[int64]time.Time, asOf uint64) {
 	d.mu.Lock()
-	d.offs, d.stale, d.asOf = offs, absent, asOf
+	d.merge(offs)
+	d.asOf = asOf
 	d.mu.Unlock()
+}
+
+// merge adds what a scan found to what earlier scans found: a record once
+// committed stays so, and a later scan's window, moved on by newer records
+// (and transaction markers), may no longer reach it.
+func (d *deadLettered) merge(offs map[int]map[int64]time.Time) {
+	if d.offs == nil {
+		d.offs = make(map[int]map[int64]time.Time, len(offs))
+	}
+	for p, found := range offs {
+		if d.offs[p] == nil {
+			d.offs[p] = make(map[int64]time.Time, len(found))
+		}
+		maps.Copy(d.offs[p], found)
+	}
 }
 
 // invalidate asks for a scan before the next publish: a publish reported
@@ -84,15 +102,22 @@ func (d *deadLettered) recheck(ctx context.Context, s *dlqScan, opened *atomic.U
 	}
 	began, asOf := time.Now(), opened.Load()
 	offs, st, err := s.run(ctx)
+	if err == nil && st.absent {
+		err = errDLQAbsent
+	}
 	if err != nil {
 		return err
 	}
-	d.offs, d.stale, d.asOf = offs, st.absent, asOf
-	if !st.absent {
-		s.scanned(st, time.Since(began))
-	}
+	d.merge(offs)
+	d.stale, d.asOf = false, asOf
+	s.scanned(st, time.Since(began))
 	return nil
 }
+
+// errDLQAbsent is a scan that found no dead-letter topic: nothing can be
+// dead-lettered until it exists (the writers do not create topics), and the
+// metadata saying so may be a stale cache, so it is retried, not trusted.
+var errDLQAbsent = errors.New("the topic does not exist (create it; nothing is dead-lettered until it does)")
 
 // tail is the offsets [from, to) of a dead-letter partition to read.
 type tail struct {
@@ -205,7 +230,7 @@ func (s *dlqScan) tails(ctx context.Context) (_ []tail, absent bool, _ error) {
 func (s *dlqScan) read(ctx context.Context, tl tail, keep func(kafka.Message)) error {
 	rc := dlq.ReadConfig{
 		Brokers: s.cfg.Brokers, Opts: s.cfg.Franz, Topic: s.cfg.DLQTopic, MaxBytes: s.cfg.MaxBytes,
-		PollWait: scanPoll, Stall: max(scanStall, 2*s.cfg.DLQTxnTimeout),
+		PollWait: scanPoll, Stall: max(scanStall, s.cfg.DLQTxnTimeout+txnAbortSweep+scanStall),
 	}
 	err := dlq.ReadCommitted(ctx, rc, dlq.Range{Partition: tl.partition, From: tl.from, To: tl.to}, func(m kafka.Message) error {
 		keep(m)
@@ -247,14 +272,13 @@ func (g *generation[T]) scanDLQ() {
 				err = fmt.Errorf("consumer: scan dead-letter topic %s: %w", g.c.cfg.DLQTopic, err)
 			}
 		}
+		if err == nil && st.absent {
+			err = fmt.Errorf("consumer: scan dead-letter topic %s: %w", g.c.cfg.DLQTopic, errDLQAbsent)
+		}
 		if err == nil {
-			g.seen.set(found, st.absent, asOf)
+			g.seen.set(found, asOf)
 			close(g.seen.ready)
-			if st.absent {
-				g.scan.log.Warn("dead-letter topic does not exist (yet); scanned again before each publish until it does")
-			} else {
-				g.scan.scanned(st, time.Since(began))
-			}
+			g.scan.scanned(st, time.Since(began))
 			return
 		}
 		if g.stop.Err() != nil {

@@ -111,12 +111,28 @@ func (w *TxnWriter) write(ctx context.Context, msgs []kafka.Message) error {
 		recs[i] = toRecord(m)
 	}
 	if err := w.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("dlq: produce in transaction: %w", classify(err))
+		err = classify(err)
+		if !errors.Is(err, ErrFenced) {
+			w.abort()
+		}
+		return fmt.Errorf("dlq: produce in transaction: %w", err)
 	}
 	if err := w.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("dlq: commit transaction: %w", classify(err))
 	}
 	return nil
+}
+
+// abort ends the open transaction after a failed produce, best effort and
+// briefly: left open, it would hold back every read_committed reader of its
+// partitions until the writer's replacement or the broker aborts it.
+func (w *TxnWriter) abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), min(w.timeout, 2*time.Second))
+	defer cancel()
+	if err := w.cl.AbortBufferedRecords(ctx); err != nil {
+		return
+	}
+	_ = w.cl.EndTransaction(ctx, kgo.TryAbort) // a failure leaves it to the replacement writer
 }
 
 // Close releases the writer's connections. A transaction it left open is

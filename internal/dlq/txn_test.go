@@ -39,19 +39,24 @@ func produceTxn(t *testing.T, cl *kgo.Client, commit bool, values ...string) {
 	}
 }
 
-// committedValues reads partition 0 of the DLQ topic up to its high
+// committedValues reads every partition of the DLQ topic up to its high
 // watermark as of now.
 func committedValues(t *testing.T, c *cluster) []string {
 	t.Helper()
-	end := c.ends(t, c.dlqTopic)[0]
-	var got []string
-	rc := ReadConfig{Brokers: c.k.Brokers, Topic: c.dlqTopic, PollWait: 200 * time.Millisecond, Stall: 10 * time.Second}
-	err := ReadCommitted(ctxFor(t), rc, Range{Partition: 0, From: 0, To: end}, func(m kafka.Message) error {
-		got = append(got, string(m.Value))
-		return nil
-	})
+	rs, err := c.c.Watermarks(ctxFor(t), c.dlqTopic)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var got []string
+	rc := ReadConfig{Brokers: c.k.Brokers, Topic: c.dlqTopic, PollWait: 200 * time.Millisecond, Stall: 10 * time.Second}
+	for _, rg := range rs {
+		err := ReadCommitted(ctxFor(t), rc, rg, func(m kafka.Message) error {
+			got = append(got, string(m.Value))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	return got
 }
