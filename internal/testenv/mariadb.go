@@ -14,9 +14,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	gormmysql "gorm.io/driver/mysql"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/quotaflow/billing/internal/migrate"
 )
@@ -145,15 +142,7 @@ func (s *MariaDB) NewMySQL(t testing.TB) *MySQL {
 	if _, err := m.Up(); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	gdb, err := gorm.Open(gormmysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatalf("testenv: open %s: %v", name, err)
-	}
-	sqlDB, err := gdb.DB()
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	sqlDB.SetMaxOpenConns(16)
+	gdb, sqlDB := openGorm(t, name, dsn, 16)
 	t.Cleanup(func() { sqlDB.Close() })
 	return &MySQL{Name: name, DSN: dsn, DB: gdb, SQL: sqlDB}
 }

@@ -71,15 +71,7 @@ func NewEmptyMySQL(t testing.TB) *MySQL {
 	cfg := mysqlAdmin.Clone()
 	cfg.DBName = name
 	dsn := cfg.FormatDSN()
-	gdb, err := gorm.Open(gormmysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatalf("testenv: open %s: %v", name, err)
-	}
-	sqlDB, err := gdb.DB()
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	sqlDB.SetMaxOpenConns(32)
+	gdb, sqlDB := openGorm(t, name, dsn, 32)
 	t.Cleanup(func() {
 		sqlDB.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -90,6 +82,22 @@ func NewEmptyMySQL(t testing.TB) *MySQL {
 		admin.Close()
 	})
 	return &MySQL{Name: name, DSN: dsn, DB: gdb, SQL: sqlDB}
+}
+
+// openGorm opens database name at dsn through GORM, with at most maxOpen
+// connections; closing them is the caller's.
+func openGorm(t testing.TB, name, dsn string, maxOpen int) (*gorm.DB, *sql.DB) {
+	t.Helper()
+	gdb, err := gorm.Open(gormmysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatalf("testenv: open %s: %v", name, err)
+	}
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	sqlDB.SetMaxOpenConns(maxOpen)
+	return gdb, sqlDB
 }
 
 func findMySQL() (*mysql.Config, error) {
