@@ -371,8 +371,7 @@ func TestDLQScanKeepsOnlyOurs(t *testing.T) {
 	}
 
 	seen := newDeadLettered()
-	seen.set(nil, 0)
-	seen.invalidate() // as after a failed publish
+	seen.invalidate() // as at a generation's start or after a failed publish
 	if err := seen.recheck(context.Background(), s, &atomic.Uint64{}, 0); err != nil {
 		t.Fatal(err)
 	}

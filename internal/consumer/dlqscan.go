@@ -47,14 +47,6 @@ func newDeadLettered() *deadLettered {
 	return &deadLettered{ready: make(chan struct{})}
 }
 
-// set records the generation's first scan, begun when asOf writers were open.
-func (d *deadLettered) set(offs map[int]map[int64]time.Time, asOf uint64) {
-	d.mu.Lock()
-	d.merge(offs)
-	d.asOf = asOf
-	d.mu.Unlock()
-}
-
 // merge adds what a scan found to what earlier scans found: a record once
 // committed stays so, and a later scan's window, moved on by newer records
 // (and transaction markers), may no longer reach it.
@@ -89,7 +81,7 @@ func (d *deadLettered) holds(m kafka.Message) bool {
 	return ok && at.Equal(m.Time)
 }
 
-// recheck scans again when set or invalidate asked for it, or when the last
+// recheck scans again when invalidate asked for it, or when the last
 // scan began before the need-th dead-letter writer (counted by opened) was
 // open: a writer may publish only what a scan begun after its opening, which
 // fenced every earlier writer of its partition, did not find. Other lanes'
@@ -256,29 +248,20 @@ func (g *generation[T]) scanDLQ() {
 	defer g.c.health.ok(key)
 	bo := newBackoff(g.c.cfg)
 	for {
-		began := time.Now()
 		// Fence the partitions' previous owners first, aborting what they
 		// left open, so that the scan shows everything they committed.
 		err := g.writers.openAll(g.stop)
 		if err != nil {
 			err = fmt.Errorf("consumer: open dead-letter writers: %w", err)
 		}
-		var found map[int]map[int64]time.Time
-		var st scanStats
-		asOf := g.writers.seq.Load()
 		if err == nil {
-			found, st, err = g.scan.run(g.stop)
-			if err != nil {
+			g.seen.invalidate()
+			if err = g.seen.recheck(g.stop, g.scan, &g.writers.seq, 0); err != nil {
 				err = fmt.Errorf("consumer: scan dead-letter topic %s: %w", g.c.cfg.DLQTopic, err)
 			}
 		}
-		if err == nil && st.absent {
-			err = fmt.Errorf("consumer: scan dead-letter topic %s: %w", g.c.cfg.DLQTopic, errDLQAbsent)
-		}
 		if err == nil {
-			g.seen.set(found, asOf)
 			close(g.seen.ready)
-			g.scan.scanned(st, time.Since(began))
 			return
 		}
 		if g.stop.Err() != nil {
