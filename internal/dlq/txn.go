@@ -110,15 +110,44 @@ func (w *TxnWriter) write(ctx context.Context, msgs []kafka.Message) error {
 	for i, m := range msgs {
 		recs[i] = toRecord(m)
 	}
-	if err := w.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	res := w.cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
 		err = classify(err)
 		if !errors.Is(err, ErrFenced) {
 			w.abort()
 		}
 		return fmt.Errorf("dlq: produce in transaction: %w", err)
 	}
+	if err := w.awaitPartitionsKnown(ctx, res); err != nil {
+		return err
+	}
 	if err := w.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("dlq: commit transaction: %w", classify(err))
+	}
+	return nil
+}
+
+// awaitPartitionsKnown waits until the client lists, among the partitions it
+// produces to, every partition res was written to. EndTransaction commits
+// the partitions of that list only, and the first records produced to a topic
+// can be acknowledged before their partitions are in it (franz-go v1.22.3,
+// seen about once in two hundred fresh writers on a loaded machine). Finding
+// nothing to commit, EndTransaction then skips the commit (or, with KIP-890
+// brokers, aborts) and reports success: a dead-letter record acknowledged and
+// never visible. The first write of every writer, which a new generation
+// opens, is that case.
+func (w *TxnWriter) awaitPartitionsKnown(ctx context.Context, res kgo.ProduceResults) error {
+	for _, r := range res {
+		for {
+			if leader, _, _ := w.cl.PartitionLeader(r.Record.Topic, r.Record.Partition); leader >= 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("dlq: partition %s/%d unknown to the producer after its write: %w", r.Record.Topic, r.Record.Partition, ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
 	}
 	return nil
 }
