@@ -30,7 +30,7 @@ func testConsumeInOrderAndCommit(t *testing.T, batchWait time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := New(cfg, decodeEvent, rec.handler(0), nil, testLogger(), m)
+	cons, err := New(cfg, decodeEvent, rec.handler(0), nil, testLogger(t), m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func TestDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := New(cfg, decoderFor(decode), h, func(context.Context) error { return nil }, testLogger(), m)
+	cons, err := New(cfg, decoderFor(decode), h, func(context.Context) error { return nil }, testLogger(t), m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -349,7 +349,7 @@ func TestDLQScanKeepsOnlyOurs(t *testing.T) {
 	}
 
 	cfg.DLQScanWindow = 7
-	s := &dlqScan{cfg: cfg, rt: c.tr, log: testLogger(), starts: map[int]int64{0: 4, 1: 0}}
+	s := &dlqScan{cfg: cfg, rt: c.tr, log: testLogger(t), starts: map[int]int64{0: 4, 1: 0}}
 	found, st, err := s.run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +391,7 @@ func TestDLQScanKeepsOnlyOurs(t *testing.T) {
 
 	// A dead-letter topic that does not exist holds nothing.
 	cfg.DLQTopic = dlqTopic + "-missing"
-	s = &dlqScan{cfg: cfg, rt: c.tr, log: testLogger(), starts: map[int]int64{0: 0}}
+	s = &dlqScan{cfg: cfg, rt: c.tr, log: testLogger(t), starts: map[int]int64{0: 0}}
 	if found, st, err := s.run(context.Background()); err != nil || len(found) != 0 || !st.absent {
 		t.Errorf("missing topic: found %v, absent %v, err %v", found, st.absent, err)
 	}

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/testenv"
@@ -288,7 +289,7 @@ func start(t testing.TB, cfg Config, h Handler[event], probe Probe) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(cfg, decodeEvent, h, probe, testLogger(), m)
+	c, err := New(cfg, decodeEvent, h, probe, testLogger(t), m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,12 +325,14 @@ func (r *running) stop(t testing.TB) time.Duration {
 	return r.took
 }
 
-func testLogger() *zap.Logger {
-	if os.Getenv("CONSUMER_TEST_LOG") == "" {
-		return zap.NewNop()
+// testLogger writes to the test's log, shown when the test fails (or with
+// -v): info and up, debug too with CONSUMER_TEST_LOG=debug.
+func testLogger(t testing.TB) *zap.Logger {
+	level := zap.InfoLevel
+	if os.Getenv("CONSUMER_TEST_LOG") == "debug" {
+		level = zap.DebugLevel
 	}
-	l, _ := zap.NewDevelopment()
-	return l
+	return zaptest.NewLogger(t, zaptest.Level(level))
 }
 
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
