@@ -3,9 +3,11 @@ package faults
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/dlq"
@@ -55,6 +57,9 @@ func (g *rig) settle(ctx context.Context, produced invariant.Produced) (*invaria
 	}
 	if !rep.OK() {
 		for _, line := range validDeadLetters(records, produced) {
+			g.t.Log(line)
+		}
+		for _, line := range g.missingDeadLetters(ctx, records) {
 			g.t.Log(line)
 		}
 		g.t.Fatal("invariants broken (see the report above)")
@@ -125,4 +130,83 @@ func validDeadLetters(records []dlq.Record, produced invariant.Produced) []strin
 		}
 	}
 	return out
+}
+
+// missingDeadLetters describes, for a failing test's output, every
+// undecodable message of the consumed topic that records (the DLQ as a
+// read_committed reader sees it) lacks, and where a copy of it sits in the
+// raw dead-letter log, aborted transactions included: a copy there points at
+// the commit (or the reader), none at the worker.
+func (g *rig) missingDeadLetters(ctx context.Context, records []dlq.Record) []string {
+	g.t.Helper()
+	type origin struct {
+		partition int
+		offset    int64
+	}
+	have := map[origin]bool{}
+	for _, r := range records {
+		have[origin{r.OriginalPartition, r.OriginalOffset}] = true
+	}
+	missing := map[origin]bool{}
+	g.eachMessage(ctx, g.topic, func(m kafka.Message) {
+		o := origin{m.Partition, m.Offset}
+		if _, err := event.Decode(m.Key, m.Value); err != nil && !have[o] {
+			missing[o] = true
+		}
+	})
+	if len(missing) == 0 {
+		return nil
+	}
+	raw := map[origin][]string{}
+	g.eachMessage(ctx, g.dlqTopic, func(m kafka.Message) {
+		r, err := dlq.FromMessage(m)
+		if err != nil || r.OriginalTopic != g.topic {
+			return
+		}
+		o := origin{r.OriginalPartition, r.OriginalOffset}
+		if missing[o] {
+			raw[o] = append(raw[o], fmt.Sprintf("%d@%d", m.Partition, m.Offset))
+		}
+	})
+	var out []string
+	for o := range missing {
+		out = append(out, fmt.Sprintf("undecodable message %s/%d@%d is not in the DLQ (read_committed); raw DLQ copies at %v",
+			g.topic, o.partition, o.offset, raw[o]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// eachMessage calls fn for every message of topic up to its high watermarks
+// as of the call, as a read_uncommitted reader sees them: aborted records
+// and transaction markers included.
+func (g *rig) eachMessage(ctx context.Context, topic string, fn func(kafka.Message)) {
+	g.t.Helper()
+	c := g.client()
+	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil || len(meta.Topics) != 1 {
+		g.t.Errorf("metadata of %s: %v", topic, err)
+		return
+	}
+	for _, p := range meta.Topics[0].Partitions {
+		offs, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: {kafka.LastOffsetOf(p.ID)}}})
+		if err != nil || len(offs.Topics[topic]) != 1 {
+			g.t.Errorf("offsets of %s/%d: %v", topic, p.ID, err)
+			return
+		}
+		hwm := offs.Topics[topic][0].LastOffset
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: g.kafka.Brokers, Topic: topic, Partition: p.ID, MaxWait: 100 * time.Millisecond})
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		for off := int64(0); off < hwm; {
+			m, err := r.ReadMessage(rctx)
+			if err != nil {
+				g.t.Errorf("read %s/%d at %d: %v", topic, p.ID, off, err)
+				break
+			}
+			off = m.Offset + 1
+			fn(m)
+		}
+		cancel()
+		_ = r.Close()
+	}
 }
