@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/dlq"
 )
@@ -63,7 +62,7 @@ func BenchmarkDLQScan(b *testing.B) {
 		msgs[i] = dlq.FromFailure(m, cfg.Group, dlq.ClassInvalid, errors.New("undecodable"), 1, at, at).KafkaMessage()
 	}
 	c.produce(b, dlqTopic, msgs)
-	s := &dlqScan{cfg: cfg, rt: c.tr, log: zap.NewNop(), starts: map[int]int64{0: 0, 1: 0}}
+	s := &dlqScan{cfg: cfg, rt: c.tr, log: testLogger(b), starts: map[int]int64{0: 0, 1: 0}}
 	b.ResetTimer()
 	began := time.Now()
 	for range b.N {

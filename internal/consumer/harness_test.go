@@ -326,8 +326,12 @@ func (r *running) stop(t testing.TB) time.Duration {
 }
 
 // testLogger writes to the test's log, shown when the test fails (or with
-// -v): info and up, debug too with CONSUMER_TEST_LOG=debug.
+// -v): info and up, debug too with CONSUMER_TEST_LOG=debug. Benchmarks log
+// nothing: a line per dead-lettered message would be measured too.
 func testLogger(t testing.TB) *zap.Logger {
+	if _, bench := t.(*testing.B); bench {
+		return zap.NewNop()
+	}
 	level := zap.InfoLevel
 	if os.Getenv("CONSUMER_TEST_LOG") == "debug" {
 		level = zap.DebugLevel
