@@ -141,24 +141,37 @@ func (g *rig) rewind(ctx context.Context, rng *mrand.Rand, partitions int, truth
 // are events of the truth (valid) and the others (poison, conflicts).
 func (g *rig) countRange(ctx context.Context, p int, from, to int64, truth *truth) (valid, invalid int) {
 	g.t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: g.kafka.Brokers, Topic: g.topic, Partition: p, MaxWait: 100 * time.Millisecond})
+	err := g.readRange(ctx, g.topic, p, from, to, func(m kafka.Message) {
+		if truth.isEvent(m) {
+			valid++
+		} else {
+			invalid++
+		}
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return valid, invalid
+}
+
+// readRange calls fn for every message of topic's partition p over
+// [from, to), as a read_uncommitted reader sees them: aborted records and
+// transaction markers included.
+func (g *rig) readRange(ctx context.Context, topic string, p int, from, to int64, fn func(kafka.Message)) error {
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: g.kafka.Brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
 	defer r.Close()
 	if err := r.SetOffset(from); err != nil {
-		g.t.Fatal(err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for off := from; off < to; {
 		m, err := r.ReadMessage(ctx)
 		if err != nil {
-			g.t.Fatal(fmt.Errorf("read partition %d at %d: %w", p, off, err))
+			return fmt.Errorf("read %s/%d at %d: %w", topic, p, off, err)
 		}
 		off = m.Offset + 1
-		if truth.isEvent(m) {
-			valid++
-		} else {
-			invalid++
-		}
+		fn(m)
 	}
-	return valid, invalid
+	return nil
 }

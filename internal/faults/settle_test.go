@@ -178,8 +178,7 @@ func (g *rig) missingDeadLetters(ctx context.Context, records []dlq.Record) []st
 }
 
 // eachMessage calls fn for every message of topic up to its high watermarks
-// as of the call, as a read_uncommitted reader sees them: aborted records
-// and transaction markers included.
+// as of the call (see readRange).
 func (g *rig) eachMessage(ctx context.Context, topic string, fn func(kafka.Message)) {
 	g.t.Helper()
 	c := g.client()
@@ -194,19 +193,8 @@ func (g *rig) eachMessage(ctx context.Context, topic string, fn func(kafka.Messa
 			g.t.Errorf("offsets of %s/%d: %v", topic, p.ID, err)
 			return
 		}
-		hwm := offs.Topics[topic][0].LastOffset
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: g.kafka.Brokers, Topic: topic, Partition: p.ID, MaxWait: 100 * time.Millisecond})
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		for off := int64(0); off < hwm; {
-			m, err := r.ReadMessage(rctx)
-			if err != nil {
-				g.t.Errorf("read %s/%d at %d: %v", topic, p.ID, off, err)
-				break
-			}
-			off = m.Offset + 1
-			fn(m)
+		if err := g.readRange(ctx, topic, p.ID, 0, offs.Topics[topic][0].LastOffset, fn); err != nil {
+			g.t.Error(err)
 		}
-		cancel()
-		_ = r.Close()
 	}
 }
