@@ -1,0 +1,163 @@
+package failure
+
+import (
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+)
+
+// An outage is a transient failure that describes a server, a network or a
+// clock rather than the message that ran into it: a missing table, a
+// read-only primary, a refused connection, a timeout, CLUSTERDOWN, a clock
+// stepped back. Whatever message hits it would fail the same way, so retrying
+// it must never count against the message (and so never dead-letter it).
+//
+// Errors are recognised by type, never by their text, except Redis replies,
+// whose kind is a text prefix by protocol.
+
+// OutageError marks an error as an outage explicitly.
+type OutageError struct {
+	Err error
+}
+
+func (e *OutageError) Error() string { return e.Err.Error() }
+func (e *OutageError) Unwrap() error { return e.Err }
+
+// Outage implements the interface IsOutage honours.
+func (e *OutageError) Outage() bool { return true }
+
+// Outage marks err as an outage. A nil err stays nil.
+func Outage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &OutageError{Err: err}
+}
+
+// IsOutage reports whether err, or anything it wraps, describes an outage:
+// an error with an Outage() bool method returning true (as *OutageError, or
+// another package's error type that knows it), a MySQL error number listed
+// below, a broken MySQL or Redis connection, a Redis reply naming the
+// server's state, a network error, or a timeout.
+func IsOutage(err error) bool {
+	if err == nil {
+		return false
+	}
+	var o interface{ Outage() bool }
+	if errors.As(err, &o) && o.Outage() {
+		return true
+	}
+	if mysqlOutage(MySQLNumber(err)) {
+		return true
+	}
+	var timeout interface{ Timeout() bool }
+	if errors.As(err, &timeout) && timeout.Timeout() {
+		return true // i/o timeouts and context.DeadlineExceeded both say so
+	}
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	if errors.As(err, &opErr) || errors.As(err, &dnsErr) {
+		return true
+	}
+	for _, target := range [...]error{
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT,
+		io.EOF, io.ErrUnexpectedEOF, net.ErrClosed, // a server hung up mid-reply
+		driver.ErrBadConn, sql.ErrConnDone, mysql.ErrInvalidConn, mysql.ErrMalformPkt, mysql.ErrPktSync, mysql.ErrPktSyncMul,
+		redis.ErrClosed, redis.ErrPoolTimeout, redis.ErrPoolExhausted,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return redisOutage(err)
+}
+
+// MySQL and MariaDB error numbers, kept here so that every package names
+// them from one list. All of them describe the server (its schema, its mode,
+// its limits, its locks), never the values of a statement: see mysqlOutage.
+const (
+	MySQLDiskFull                 = 1021 // ER_DISK_FULL
+	MySQLTooManyConnections       = 1040 // ER_CON_COUNT_ERROR
+	MySQLDBAccessDenied           = 1044 // ER_DBACCESS_DENIED_ERROR
+	MySQLAccessDenied             = 1045 // ER_ACCESS_DENIED_ERROR
+	MySQLNoDatabase               = 1046 // ER_NO_DB_ERROR
+	MySQLUnknownCommand           = 1047 // ER_UNKNOWN_COM_ERROR: a Galera node not synced yet
+	MySQLBadDatabase              = 1049 // ER_BAD_DB_ERROR
+	MySQLServerShutdown           = 1053 // ER_SERVER_SHUTDOWN
+	MySQLBadField                 = 1054 // ER_BAD_FIELD_ERROR: a column missing (schema behind)
+	MySQLTableFull                = 1114 // ER_RECORD_FILE_FULL
+	MySQLHostBlocked              = 1129 // ER_HOST_IS_BLOCKED
+	MySQLHostNotPrivileged        = 1130 // ER_HOST_NOT_PRIVILEGED
+	MySQLTableAccessDenied        = 1142 // ER_TABLEACCESS_DENIED_ERROR
+	MySQLColumnAccessDenied       = 1143 // ER_COLUMNACCESS_DENIED_ERROR
+	MySQLNoSuchTable              = 1146 // ER_NO_SUCH_TABLE: a table missing (schema behind, or renamed)
+	MySQLTooManyUserConnections   = 1203 // ER_TOO_MANY_USER_CONNECTIONS
+	MySQLLockWaitTimeout          = 1205 // ER_LOCK_WAIT_TIMEOUT
+	MySQLDeadlock                 = 1213 // ER_LOCK_DEADLOCK
+	MySQLReadOnly                 = 1290 // ER_OPTION_PREVENTS_STATEMENT: --read-only, a demoted primary
+	MySQLQueryInterrupted         = 1317 // ER_QUERY_INTERRUPTED: KILL QUERY
+	MySQLNeedReprepare            = 1615 // ER_NEED_REPREPARE: the schema changed under a statement
+	MySQLReadOnlyTransaction      = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+	MySQLReadOnlyMode             = 1836 // ER_READ_ONLY_MODE
+	MySQLConnectionKilled         = 1927 // ER_CONNECTION_KILLED (MariaDB)
+	MySQLStatementTimeout         = 1969 // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
+	MySQLQueryTimeout             = 3024 // ER_QUERY_TIMEOUT (MySQL max_execution_time)
+	MySQLClientInteractionTimeout = 4031 // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
+)
+
+// MySQLNumber returns the number of the MySQL error err wraps, or 0.
+func MySQLNumber(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+// mysqlOutage reports whether a MySQL error number describes the server.
+// Deadlocks and lock wait timeouts are contention between transactions, never
+// one message's fault; the ledger retries them, so one that reaches here
+// means the contention lasts.
+func mysqlOutage(n uint16) bool {
+	switch n {
+	case MySQLDiskFull, MySQLTooManyConnections, MySQLDBAccessDenied, MySQLAccessDenied, MySQLNoDatabase,
+		MySQLUnknownCommand, MySQLBadDatabase, MySQLServerShutdown, MySQLBadField, MySQLTableFull, MySQLHostBlocked,
+		MySQLHostNotPrivileged, MySQLTableAccessDenied, MySQLColumnAccessDenied, MySQLNoSuchTable,
+		MySQLTooManyUserConnections, MySQLLockWaitTimeout, MySQLDeadlock, MySQLReadOnly, MySQLQueryInterrupted,
+		MySQLNeedReprepare, MySQLReadOnlyTransaction, MySQLReadOnlyMode, MySQLConnectionKilled,
+		MySQLStatementTimeout, MySQLQueryTimeout, MySQLClientInteractionTimeout:
+		return true
+	}
+	return false
+}
+
+// redisOutage reports a Redis reply that names the server's (or the
+// cluster's) state. MOVED and ASK reach a caller only once the client has
+// used up its redirects: the slot map keeps moving.
+func redisOutage(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	if redis.IsReadOnlyError(err) {
+		return true // also "-READONLY" inside a script's error
+	}
+	msg := strings.TrimPrefix(re.Error(), "ERR ") // as redis.HasErrorPrefix: some servers add it
+	for _, prefix := range [...]string{
+		"CLUSTERDOWN ", "LOADING ", "MASTERDOWN ", "TRYAGAIN ", "MOVED ", "ASK ", "NOREPLICAS ",
+		"BUSY ", "MISCONF ", "OOM ", "NOAUTH ", "WRONGPASS ", "NOPERM ", "max number of clients reached",
+	} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
