@@ -16,12 +16,19 @@ import (
 // rows in primary-key order, so two batches never lock each other's rows in
 // opposite orders.
 //
-// Commit fills in the ID (when zero), BalanceAfter and CreatedAt of rows.
+// A rejected row is written only when MySQL, in the same transaction, agrees:
+// its merchant's balance at that row cannot cover the amount (insufficient),
+// or the merchant has no balance row (unknown_merchant). Otherwise the cache
+// that rejected it under-reported, and nothing is written (*GuardError with
+// Covered).
+//
+// Commit fills in the ID (when zero: a fresh one per transaction attempt, see
+// MaxTxAge), BalanceAfter and CreatedAt of rows.
 // BalanceAfter is the merchant's MySQL balance after the row, in the order of
 // rows: the truth, whatever the cache said. It is nil for a merchant without a
 // balance row.
 //
-// Errors: *GuardError (nothing written; the cache was stale), ErrDuplicate
+// Errors: *GuardError (nothing written; the cache was stale either way), ErrDuplicate
 // (nothing written), *RefusedError (nothing written; EventID set when the
 // offending row is known), other errors transient. With a transient error the
 // outcome may be unknown (a commit whose reply was lost): ask ExistingEvents.
@@ -42,9 +49,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 		return err
 	}
 	defer release()
-	if err := s.assignIDs(rows); err != nil {
-		return err
-	}
+	fresh := freshIDs(rows)
 	debits, merchants := debitTotals(rows)
 	now := s.now().UTC()
 	for i := range rows {
@@ -55,6 +60,9 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	update, args, guarded := guardedDebit(merchants, debits)
 	for attempt := 1; ; attempt++ {
 		err := s.inTx(ctx, func(tx *gorm.DB) error {
+			if err := s.assignIDs(rows, fresh); err != nil {
+				return err
+			}
 			if guarded > 0 {
 				n, err := execRaw(tx, update, args)
 				if err != nil {
@@ -69,6 +77,9 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 				return err
 			}
 			setBalanceAfter(rows, bals, debits)
+			if g := staleRejection(rows); g != nil {
+				return g
+			}
 			return s.insert(tx, rows)
 		})
 		if !errors.Is(err, errGuardShort) {
@@ -127,6 +138,22 @@ func setBalanceAfter(rows []Row, bals []Balance, debits map[string]int64) {
 		v := bal
 		rows[i].BalanceAfter = &v
 	}
+}
+
+// staleRejection returns a *GuardError (Covered) for the first rejected row
+// that MySQL disagrees with, or nil. BalanceAfter is MySQL's balance at the row.
+func staleRejection(rows []Row) *GuardError {
+	for _, r := range rows {
+		if r.Kind != KindRejected {
+			continue
+		}
+		unknown := r.BalanceAfter == nil
+		agrees := unknown == (r.Reason == ReasonUnknownMerchant) && (unknown || *r.BalanceAfter < r.Amount)
+		if !agrees {
+			return &GuardError{MerchantID: r.MerchantID, Amount: r.Amount, Covered: true}
+		}
+	}
+	return nil
 }
 
 // chunkError remembers where in rows a failed INSERT statement started.

@@ -25,15 +25,22 @@ var (
 	ErrRefused = errors.New("ledger: value refused by the database")
 )
 
-// GuardError names the merchant whose balance could not cover the debit, or
-// which has no balance row at all. Either way the cache that allowed the debit
-// was stale.
+// GuardError names a merchant whose cached balance disagrees with MySQL, so
+// the cache that decided the batch was stale. Without Covered, MySQL cannot
+// cover the debit (or has no balance row): the cache over-reported. With
+// Covered, MySQL covers an amount the cache rejected (or knows a merchant the
+// cache called unknown): the cache under-reported.
 type GuardError struct {
 	MerchantID string
 	Amount     int64
+	Covered    bool
 }
 
 func (e *GuardError) Error() string {
+	if e.Covered {
+		return "ledger: balance guard refused a rejection of " + strconv.FormatInt(e.Amount, 10) +
+			" for merchant " + e.MerchantID + ": MySQL covers it"
+	}
 	return "ledger: balance guard refused a debit of " + strconv.FormatInt(e.Amount, 10) +
 		" for merchant " + e.MerchantID
 }

@@ -25,19 +25,17 @@ func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, gran
 	if err := row.Check(); err != nil {
 		return Row{}, false, &RefusedError{EventID: grantID, Err: err}
 	}
-	ids := []Row{row}
-	if err := s.assignIDs(ids); err != nil {
-		return Row{}, false, err
-	}
-	row = ids[0]
 	row.CreatedAt = row.OccurredAt
 	// A concurrent insert of the same id (another merchant's event, not under
 	// our lock) makes the INSERT fail; the second attempt then finds the row.
 	for attempt := 0; ; attempt++ {
 		var existing *Row
-		r := row
+		r := []Row{row}
 		err := s.inTx(ctx, func(tx *gorm.DB) error {
 			existing = nil
+			if err := s.assignIDs(r, []bool{true}); err != nil {
+				return err
+			}
 			var found []Row
 			if err := tx.Where("event_id = ?", grantID).Limit(1).Find(&found).Error; err != nil {
 				return fmt.Errorf("ledger: read grant: %w", err)
@@ -54,8 +52,8 @@ func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, gran
 				return fmt.Errorf("ledger: read balance: %w", err)
 			}
 			after := bal.Available()
-			r.BalanceAfter = &after
-			return tx.Create(&r).Error
+			r[0].BalanceAfter = &after
+			return tx.Create(&r[0]).Error
 		})
 		switch {
 		case err == nil && existing != nil:
@@ -65,7 +63,7 @@ func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, gran
 			}
 			return *existing, true, nil
 		case err == nil:
-			return r, false, nil
+			return r[0], false, nil
 		case duplicate(err) && attempt == 0:
 			continue
 		case refused(err):

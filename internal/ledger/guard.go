@@ -80,13 +80,18 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 
 // balancesInTx reads the balances of merchants inside the batch's
 // transaction, after the guarded UPDATE, which it sees (for balance_after).
+// It reads them locked (shared): a rejection is checked against the balance
+// as it stands until the commit, so a grant cannot land between the check and
+// the rejected row. The debited rows are locked already; the others are
+// locked by nobody else while their merchants' Redis locks hold, so this
+// costs no wait in the normal case.
 func balancesInTx(tx *gorm.DB, merchants []string) ([]Balance, error) {
 	args := make([]any, len(merchants))
 	for i, m := range merchants {
 		args[i] = m
 	}
 	bals := make([]Balance, 0, len(merchants))
-	err := queryRaw(tx, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+list(len(args))+")",
+	err := queryRaw(tx, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+list(len(args))+") LOCK IN SHARE MODE",
 		args, func(rows *sql.Rows) error {
 			var b Balance
 			if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited); err != nil {

@@ -274,8 +274,15 @@ func TestGrant(t *testing.T) {
 // TestCommitRetriesDeadlock makes Commit the victim of a real InnoDB deadlock:
 // another, heavier transaction holds m-b and then asks for m-a, which Commit
 // already locked. Commit must retry and succeed once the other one commits.
+// TestCommitRetriesDeadlock: the deadlock victim is tried again, with fresh
+// row ids (an id is never older than its transaction: see MaxTxAge).
 func TestCommitRetriesDeadlock(t *testing.T) {
-	s, db := newStore(t)
+	db := testenv.NewMySQL(t)
+	ids := &countingIDs{}
+	s, err := New(db.DB, ids, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	grant(t, s, "m-a", 10)
 	grant(t, s, "m-b", 10)
@@ -314,6 +321,17 @@ func TestCommitRetriesDeadlock(t *testing.T) {
 	}
 	if b := balanceOf(t, s, "m-a"); b.Debited != 1 || b.Credited != 11 {
 		t.Errorf("m-a = %+v", b)
+	}
+	rows, err := s.ExistingEvents(ctx, []string{"e1", "e2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := ids.calls.Load(); n < 4 { // two grants, then one call per Commit attempt
+		t.Errorf("%d calls for ids, want one per attempt (>= 4)", n)
+	}
+	last := 1_000_000 + ids.next.Load() // the newest id issued
+	if rows["e1"].ID != last-1 || rows["e2"].ID != last {
+		t.Errorf("row ids %d, %d; want the last attempt's %d, %d", rows["e1"].ID, rows["e2"].ID, last-1, last)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// inTx runs fn in a transaction, and runs it again from the start when MySQL
+// inTx runs fn in a transaction bounded by MaxTxAge, and runs it again from the start when MySQL
 // reports a deadlock or a lock wait timeout (InnoDB rolls a deadlock victim
 // back whole; a timed-out statement is rolled back here). After opts.Attempts
 // tries the last error is returned: transient, the caller retries later.
@@ -17,7 +17,9 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	pause := s.opts.Backoff
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		err := s.db.WithContext(ctx).Transaction(fn)
+		tctx, cancel := context.WithTimeout(ctx, MaxTxAge)
+		err := s.db.WithContext(tctx).Transaction(fn)
+		cancel()
 		s.metrics.txSeconds.Observe(time.Since(start).Seconds())
 		if err == nil || !retryable(err) {
 			return err

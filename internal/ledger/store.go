@@ -88,11 +88,27 @@ func New(db *gorm.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
 	return st, nil
 }
 
-// assignIDs gives every row with a zero ID a fresh one, in one call to the IDSource.
-func (s *Store) assignIDs(rows []Row) error {
-	n := 0
+// MaxTxAge bounds how long a Commit or Grant transaction stays open after it
+// took its row ids: every attempt takes fresh ids and runs under this
+// timeout, so a row lands with an id whose Snowflake time is at most MaxTxAge
+// old, plus the time the server takes to answer a COMMIT already sent. The
+// reconciler's ledger checkpoints rely on it.
+const MaxTxAge = 10 * time.Second
+
+// freshIDs marks the rows that Commit gives ids (those without one).
+func freshIDs(rows []Row) []bool {
+	fresh := make([]bool, len(rows))
 	for i := range rows {
-		if rows[i].ID == 0 {
+		fresh[i] = rows[i].ID == 0
+	}
+	return fresh
+}
+
+// assignIDs gives every row marked fresh a new id, in one call to the IDSource.
+func (s *Store) assignIDs(rows []Row, fresh []bool) error {
+	n := 0
+	for _, f := range fresh {
+		if f {
 			n++
 		}
 	}
@@ -105,7 +121,7 @@ func (s *Store) assignIDs(rows []Row) error {
 	}
 	j := 0
 	for i := range rows {
-		if rows[i].ID == 0 {
+		if fresh[i] {
 			rows[i].ID = ids[j]
 			j++
 		}
