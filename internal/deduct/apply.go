@@ -92,12 +92,17 @@ func (d *Deductor) redoLoop(ctx context.Context, held map[string]HeldLock, event
 		var ref *ledger.RefusedError
 		switch {
 		case errors.As(err, &guard):
-			// Redis allowed what MySQL refuses: the hash over-reports. Drop it;
-			// the redo hydrates it from MySQL and gives honest outcomes.
-			d.metrics.staleRehydrations.Inc()
+			// Redis decided what MySQL disagrees with: it allowed a debit MySQL
+			// refuses, or rejected one MySQL covers. Drop the hash; the redo
+			// hydrates it from MySQL and gives honest outcomes.
+			cause := "over"
+			if guard.Covered {
+				cause = "under"
+			}
+			d.metrics.staleRehydrations.WithLabelValues(cause).Inc()
 			d.metrics.redos.WithLabelValues("stale_cache").Inc()
-			d.log.Warn("stale quota cache: balance guard refused the batch, rehydrating",
-				zap.String("merchant_id", guard.MerchantID), zap.Int64("amount", guard.Amount))
+			d.log.Warn("stale quota cache: MySQL disagrees with Redis, rehydrating",
+				zap.String("merchant_id", guard.MerchantID), zap.Int64("amount", guard.Amount), zap.String("cache", cause))
 			if err := d.drop(ctx, held[guard.MerchantID], guard.MerchantID); err != nil {
 				return err
 			}
@@ -112,6 +117,7 @@ func (d *Deductor) redoLoop(ctx context.Context, held map[string]HeldLock, event
 			open = slices.Delete(open, k, k+1)
 			d.metrics.redos.WithLabelValues("refused").Inc()
 			// Its deduction, if any, is undone by rehydrating the merchant.
+			d.metrics.staleRehydrations.WithLabelValues("unmatched").Inc()
 			if err := d.drop(ctx, held[m], m); err != nil {
 				return err
 			}
@@ -134,7 +140,7 @@ func refusedIn(events []event.PaymentSucceeded, open []int, eventID string) int 
 // written only when the whole pass succeeded.
 func (d *Deductor) attempt(ctx context.Context, held map[string]HeldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
 	out := make(map[int]Result, len(open))
-	confirm := make(map[string][]string) // merchant -> event ids now in MySQL
+	var settle settlement
 
 	ids := make([]string, len(open))
 	for k, i := range open {
@@ -153,10 +159,11 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]HeldLock, events
 			fresh = append(fresh, i)
 		case row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && row.Kind != ledger.KindCredit:
 			out[i] = Result{Outcome: Duplicate, BalanceAfter: value(row.BalanceAfter)}
-			confirm[ev.MerchantID] = append(confirm[ev.MerchantID], ev.EventID)
+			settle.ended(ev)
 		default:
 			out[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) is already recorded as %s of %d for merchant %s",
 				ev.EventID, ev.MerchantID, ev.Amount, row.Kind, row.Amount, row.MerchantID))
+			settle.ended(ev)
 		}
 	}
 
@@ -199,7 +206,7 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]HeldLock, events
 		switch rows[k].Kind {
 		case ledger.KindDebit:
 			r.Outcome = Applied
-			confirm[rows[k].MerchantID] = append(confirm[rows[k].MerchantID], rows[k].EventID)
+			settle.debited(events[i])
 		case ledger.KindRejected:
 			r.Outcome = Insufficient
 			if rows[k].Reason == ledger.ReasonUnknownMerchant {
@@ -208,7 +215,7 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]HeldLock, events
 		}
 		out[i] = r
 	}
-	if err := d.confirmAll(ctx, held, confirm); err != nil {
+	if err := d.settleAll(ctx, held, settle); err != nil {
 		return err
 	}
 	if err := d.step(stepConfirmed); err != nil {

@@ -1,6 +1,6 @@
 // Package deduct is the write path of a payment: per merchant and per batch,
 // under the merchant lock, an atomic Lua deduction in Redis, one MySQL
-// transaction that records every event (package ledger), and a Lua confirm.
+// transaction that records every event (package ledger), and a Lua settle.
 //
 // # Redis state
 //
@@ -31,18 +31,22 @@
 //     amount deducts and sets p:<id>; else insufficient.
 //  4. One MySQL transaction inserts a row per event (debit or rejected) and
 //     moves each merchant's balance once, behind the overdraft guard (one
-//     guarded UPDATE for all the batch's merchants). A guard
-//     that fails means Redis over-reported: the hash is dropped, hydrated from
-//     MySQL, and the batch redone (bounded).
-//  5. One pipelined round trip of Lua confirms deletes the p: fields of the
-//     batch's events now in MySQL, duplicates included (a crash after the
-//     commit leaves them behind).
+//     guarded UPDATE for all the batch's merchants). MySQL decides every
+//     outcome: a guard that fails (Redis allowed what MySQL refuses) or a
+//     rejection MySQL could cover (Redis refused what MySQL allows) means the
+//     cache is stale: the hash is dropped, hydrated from MySQL, and the batch
+//     redone (bounded).
+//  5. One pipelined round trip of Lua settles deletes the p: fields of the
+//     batch's debits. An event that ended without a debit of this batch
+//     (duplicate, conflict) must leave no deduction behind: if its p: field
+//     is there, the hash is dropped and rebuilt from MySQL, since the cache
+//     cannot tell whose deduction it was.
 //  6. Unlock.
 //
 // A process killed between any two steps, followed by a redelivery of the same
 // events, ends in the state of a run without the kill: the ledger's unique
 // event_id stops a second row, p:<id> stops a second Redis deduction, and the
-// confirm of duplicates clears what the kill left.
+// settle of duplicates drops what the kill left.
 //
 // An error returned by Apply is transient and concerns the whole batch: none
 // of it may be assumed done, and applying the same batch again is safe.

@@ -10,7 +10,7 @@ import (
 type Metrics struct {
 	outcomes          *prometheus.CounterVec
 	hydrations        prometheus.Counter
-	staleRehydrations prometheus.Counter
+	staleRehydrations *prometheus.CounterVec
 	redos             *prometheus.CounterVec
 	lockLost          prometheus.Counter
 	failedBatches     prometheus.Counter
@@ -29,10 +29,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "billing_deduct_hydrations_total",
 			Help: "Quota hashes loaded into Redis from merchant_balance because they were missing.",
 		}),
-		staleRehydrations: prometheus.NewCounter(prometheus.CounterOpts{
+		staleRehydrations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "billing_deduct_stale_rehydrations_total",
-			Help: "Quota hashes dropped because the MySQL guard refused what Redis allowed (Redis over-reported).",
-		}),
+			Help: "Quota hashes dropped to be rebuilt from MySQL, by cause: over (MySQL refused a debit Redis allowed), under (MySQL covers a payment Redis rejected), unmatched (a pending deduction that no debit matches: a conflict, a refusal, or an event another holder recorded).",
+		}, []string{"cause"}),
 		redos: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "billing_deduct_batch_redos_total",
 			Help: "Batches redone from the existing-events query, by reason (stale_cache, duplicate, refused).",

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"go.uber.org/zap"
+
 	"github.com/quotaflow/billing/internal/event"
 )
 
@@ -139,22 +141,60 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]HeldLock, even
 	return codes, nil
 }
 
-// confirmAll deletes, in one pipeline, the p: fields of events now in MySQL.
-func (d *Deductor) confirmAll(ctx context.Context, held map[string]HeldLock, byMerchant map[string][]string) error {
-	calls := make([]*scriptCall, 0, len(byMerchant))
-	for m, ids := range byMerchant {
+// settlement is what a batch tells Redis once MySQL has it, per merchant:
+// the events it recorded as debits, and those that ended without one.
+type settlement map[string]*settled
+
+type settled struct{ debited, ended []string }
+
+func (s *settlement) add(merchant string) *settled {
+	if *s == nil {
+		*s = make(settlement)
+	}
+	m := (*s)[merchant]
+	if m == nil {
+		m = &settled{}
+		(*s)[merchant] = m
+	}
+	return m
+}
+
+func (s *settlement) debited(ev event.PaymentSucceeded) {
+	m := s.add(ev.MerchantID)
+	m.debited = append(m.debited, ev.EventID)
+}
+
+func (s *settlement) ended(ev event.PaymentSucceeded) {
+	m := s.add(ev.MerchantID)
+	m.ended = append(m.ended, ev.EventID)
+}
+
+// settleAll runs the settle script for every merchant, in one pipeline: the
+// p: fields of the batch's debits are deleted, and a hash holding a p: field
+// of an event that ended without a debit of this batch is dropped (see
+// settle.lua), so that Redis never keeps a deduction MySQL does not have.
+func (d *Deductor) settleAll(ctx context.Context, held map[string]HeldLock, s settlement) error {
+	calls := make([]*scriptCall, 0, len(s))
+	for m, st := range s {
 		l := held[m]
-		args := make([]any, 0, 1+len(ids))
-		args = append(args, l.Token())
-		for _, id := range ids {
+		args := make([]any, 0, 2+len(st.debited)+len(st.ended))
+		args = append(args, l.Token(), len(st.debited))
+		for _, id := range st.debited {
 			args = append(args, id)
 		}
-		calls = append(calls, &scriptCall{script: d.scripts.confirm, keys: []string{d.keys.Quota(m), l.Key()}, args: args})
+		for _, id := range st.ended {
+			args = append(args, id)
+		}
+		calls = append(calls, &scriptCall{script: d.scripts.settle, keys: []string{d.keys.Quota(m), l.Key()}, args: args})
 	}
 	runAll(ctx, d.rdb, calls)
 	for _, c := range calls {
-		if err := fenced(c, "confirm"); err != nil {
+		if err := fenced(c, "settle"); err != nil {
 			return err
+		}
+		if r, _ := parseReply(c.cmd); len(r.values) == 2 && r.values[1] == int64(1) {
+			d.metrics.staleRehydrations.WithLabelValues("unmatched").Inc()
+			d.log.Warn("quota cache held a deduction no debit matches, dropped to rehydrate", zap.String("key", c.keys[0]))
 		}
 	}
 	return nil

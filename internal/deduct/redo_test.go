@@ -11,10 +11,21 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
-// hookLedger wraps the real ledger and runs a hook once, before the next Commit.
+// hookLedger wraps the real ledger and runs each hook once: before the next
+// Commit, and after the next existing-events query.
 type hookLedger struct {
 	Ledger
-	beforeCommit func(ctx context.Context, rows []ledger.Row) error
+	beforeCommit  func(ctx context.Context, rows []ledger.Row) error
+	afterExisting func(ctx context.Context)
+}
+
+func (h *hookLedger) ExistingEvents(ctx context.Context, ids []string) (map[string]ledger.Row, error) {
+	rows, err := h.Ledger.ExistingEvents(ctx, ids)
+	if f := h.afterExisting; f != nil && err == nil {
+		h.afterExisting = nil
+		f(ctx)
+	}
+	return rows, err
 }
 
 func (h *hookLedger) Commit(ctx context.Context, rows []ledger.Row) error {

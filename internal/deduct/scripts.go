@@ -13,21 +13,21 @@ var (
 	deductSrc string
 	//go:embed hydrate.lua
 	hydrateSrc string
-	//go:embed confirm.lua
-	confirmSrc string
+	//go:embed settle.lua
+	settleSrc string
 	//go:embed drop.lua
 	dropSrc string
 )
 
 type scripts struct {
-	deduct, hydrate, confirm, drop *redis.Script
+	deduct, hydrate, settle, drop *redis.Script
 }
 
 func newScripts() scripts {
 	return scripts{
 		deduct:  redis.NewScript(deductSrc),
 		hydrate: redis.NewScript(hydrateSrc),
-		confirm: redis.NewScript(confirmSrc),
+		settle:  redis.NewScript(settleSrc),
 		drop:    redis.NewScript(dropSrc),
 	}
 }

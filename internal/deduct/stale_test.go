@@ -42,7 +42,7 @@ func TestRedisOverReportingIsCaught(t *testing.T) {
 			t.Errorf("batch %s...: outcomes %v, want %v", batch[0].EventID, got, want)
 		}
 	}
-	if n := counterValue(t, e.d.metrics.staleRehydrations); n < 1 {
+	if n := counterValue(t, e.d.metrics.staleRehydrations.WithLabelValues("over")); n < 1 {
 		t.Errorf("stale rehydrations = %v, want >= 1", n)
 	}
 	if b := e.balance("m-a"); b.Available() != honest["m-a"] {
