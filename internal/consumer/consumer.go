@@ -10,9 +10,13 @@
 // idempotent. Errors come in three kinds: the handler records business
 // outcomes itself (nil error); permanent errors (failure.IsPermanent, and every
 // decode error) go to the dead-letter topic at once; transient errors are
-// retried with backoff while the lane waits. A Probe tells an outage (retry
-// forever, never dead-letter) from a poison message (after MaxAttempts
-// failures alone, dead-letter it as exhausted).
+// retried with backoff while the lane waits. An outage is retried for as
+// long as it lasts and never dead-lettered: an error that describes a server
+// (failure.IsOutage: a missing table, a read-only database, a refused
+// connection, CLUSTERDOWN, a timeout), or any transient error while the Probe
+// fails. Only an item that fails alone, for another reason, with the Probe
+// healthy counts an attempt; after MaxAttempts it is dead-lettered as
+// exhausted.
 //
 // A message goes to the dead-letter topic exactly once, also across crashes,
 // rebalances and members frozen past their session (a GC pause, SIGSTOP),
@@ -78,16 +82,17 @@ type Decoder[T any] func(kafka.Message) (value T, laneKey string, err error)
 //
 // It returns either one error per item (nil: done, its outcome recorded;
 // permanent: dead-letter it; other: retry it), or a batch error meaning no
-// item of the batch is done (transient unless failure.IsPermanent). An item
+// item of the batch is done (transient unless failure.IsPermanent; an outage
+// if failure.IsOutage, even when also marked permanent). An item
 // retried after a transient failure may follow items of the same key that
 // succeeded in the same call: a handler that cares fails them together.
 type Handler[T any] interface {
 	HandleBatch(ctx context.Context, items []Item[T]) ([]error, error)
 }
 
-// Probe checks the handler's dependencies. After a transient failure a
-// failing probe means an outage: retry without counting attempts. A nil Probe
-// counts every transient failure.
+// Probe checks the handler's dependencies. After a transient failure that
+// failure.IsOutage does not recognise, a failing probe means an outage: retry
+// without counting attempts. A nil Probe counts every such failure.
 type Probe func(ctx context.Context) error
 
 // ErrAlreadyRun is returned by a second call to Run.

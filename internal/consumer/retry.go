@@ -47,16 +47,17 @@ func (g *generation[T]) settle(l *lane[T]) {
 // reports false when it gave up because the generation stopped.
 //
 // Transient failures wait with backoff while the lane (and so its partitions'
-// windows) waits. Then the probe decides: a failing probe is an outage, the
-// failed items are retried as they are and no attempt counts; a healthy probe
-// means the items themselves fail, so several failed items are split and
-// retried one by one, and a single failed item (alone in the call, or the
-// only failure of it) counts an attempt, and is dead-lettered as exhausted
-// after MaxAttempts. A permanent batch error is split too, to find its item.
+// windows) waits. An outage is retried as it is and no attempt counts: an
+// error that describes a server (failure.IsOutage), or any error while the
+// probe fails. Otherwise the items themselves fail, so several failed items
+// are split and retried one by one, and a single failed item (alone in the
+// call, or the only failure of it) counts an attempt, and is dead-lettered as
+// exhausted after MaxAttempts. A permanent batch error is split too, to find
+// its item.
 func (g *generation[T]) handle(l *lane[T], envs []envelope[T]) bool {
 	for {
 		errs, batchErr := g.call(l, envs)
-		if failure.IsPermanent(batchErr) {
+		if permanent(batchErr) {
 			if len(envs) > 1 {
 				g.c.m.retries.WithLabelValues(retrySplit).Inc()
 				return g.alone(l, envs)
@@ -72,7 +73,11 @@ func (g *generation[T]) handle(l *lane[T], envs []envelope[T]) bool {
 		case len(failed) == 0:
 			return g.recovered(l)
 		}
-		if err := g.probeDeps(); err != nil {
+		if failure.IsOutage(cause) {
+			g.c.health.fail(l.key, cause)
+			g.c.m.retries.WithLabelValues(retryOutage).Inc()
+			g.log.Warn("outage, batch waits", zap.Int("lane", l.id), zap.Int("items", len(failed)), zap.Error(cause))
+		} else if err := g.probeDeps(); err != nil {
 			g.c.health.fail(l.key, err)
 			g.c.m.retries.WithLabelValues(retryOutage).Inc()
 			g.log.Warn("dependency down, batch waits", zap.Int("lane", l.id), zap.Int("items", len(failed)),
@@ -141,8 +146,10 @@ func (g *generation[T]) call(l *lane[T], envs []envelope[T]) ([]error, error) {
 }
 
 // sort marks the done items done, dead-letters the permanent failures, and
-// returns the transient ones with the first transient cause. ok is false when
-// a dead-letter publish gave up because the generation stopped.
+// returns the transient ones with the first transient cause that is not an
+// outage, else the first outage: one item failing for its own reason gets
+// the batch split even while others meet an outage. ok is false when a
+// dead-letter publish gave up because the generation stopped.
 func (g *generation[T]) sort(l *lane[T], envs []envelope[T], errs []error, batchErr error) (failed []envelope[T], cause error, ok bool) {
 	if batchErr != nil {
 		return envs, batchErr, true
@@ -156,12 +163,12 @@ func (g *generation[T]) sort(l *lane[T], envs []envelope[T], errs []error, batch
 		switch {
 		case err == nil:
 			envs[i].part.done(envs[i].msg.Offset)
-		case failure.IsPermanent(err):
+		case permanent(err):
 			now := time.Now()
 			dead = append(dead, pending[T]{e: envs[i], class: classOf(err), cause: err,
 				attempts: envs[i].attempts + 1, first: firstOr(envs[i].first, now), last: now})
 		default:
-			if cause == nil {
+			if cause == nil || (failure.IsOutage(cause) && !failure.IsOutage(err)) {
 				cause = err
 			}
 			failed = append(failed, envs[i])
@@ -171,6 +178,12 @@ func (g *generation[T]) sort(l *lane[T], envs []envelope[T], errs []error, batch
 		return nil, nil, false
 	}
 	return failed, cause, true
+}
+
+// permanent reports an error to dead-letter at once. An outage never is,
+// whatever marks it: it would fail any message.
+func permanent(err error) bool {
+	return failure.IsPermanent(err) && !failure.IsOutage(err)
 }
 
 // probeDeps asks the probe whether the handler's dependencies are up.
