@@ -7,6 +7,7 @@
 package migrate
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -16,17 +17,80 @@ import (
 	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
+	"github.com/quotaflow/billing/internal/failure"
 	"github.com/quotaflow/billing/migrations"
 )
 
-// ErrDirty reports a half-applied migration.
-var ErrDirty = errors.New("migrate: schema is half-applied (dirty)")
+// Why a schema is not the one this binary embeds (see Status.Check).
+var (
+	ErrDirty  = errors.New("migrate: schema is half-applied (dirty)")
+	ErrBehind = errors.New("migrate: schema older than this binary")
+	ErrAhead  = errors.New("migrate: schema newer than this binary")
+)
 
 // Status is the schema version in the database.
 type Status struct {
 	Version uint // 0: nothing applied
 	Dirty   bool
 	Latest  uint // newest version embedded in this binary
+}
+
+// Check returns nil when the schema is exactly the embedded one, else a
+// *StatusError saying what is wrong and what to do.
+func (s Status) Check() error {
+	if s.Dirty || s.Version != s.Latest {
+		return &StatusError{s}
+	}
+	return nil
+}
+
+// StatusError is a schema a program cannot run on. errors.Is matches
+// ErrDirty, ErrBehind or ErrAhead.
+type StatusError struct {
+	Status
+}
+
+func (e *StatusError) Error() string {
+	switch {
+	case e.Dirty:
+		return fmt.Sprintf("schema at version %d is half-applied (dirty), want %d: repair it by hand, mark the version it now is with billingctl migrate --force VERSION, then run billingctl migrate", e.Version, e.Latest)
+	case e.Version > e.Latest:
+		return fmt.Sprintf("schema at version %d is newer than this binary's %d: run a build that knows it, or migrate down", e.Version, e.Latest)
+	}
+	return fmt.Sprintf("schema at version %d, want %d: run billingctl migrate", e.Version, e.Latest)
+}
+
+func (e *StatusError) Is(target error) bool {
+	switch {
+	case e.Dirty:
+		return target == ErrDirty
+	case e.Version > e.Latest:
+		return target == ErrAhead
+	}
+	return target == ErrBehind && e.Version < e.Latest
+}
+
+// ReadStatus reads the schema version from golang-migrate's table over an
+// open pool, with one query: no lock, no migrate instance, cheap to poll.
+// A database never migrated (no table, or no row) is at version 0.
+func ReadStatus(ctx context.Context, db *sql.DB) (Status, error) {
+	latest, err := latestVersion()
+	if err != nil {
+		return Status{}, err
+	}
+	var v int64
+	var dirty bool
+	err = db.QueryRowContext(ctx, "SELECT version, dirty FROM `"+migratemysql.DefaultMigrationsTable+"` LIMIT 1").Scan(&v, &dirty)
+	var me *mysql.MySQLError
+	switch {
+	case errors.Is(err, sql.ErrNoRows), errors.As(err, &me) && me.Number == failure.MySQLNoSuchTable:
+		return Status{Latest: latest}, nil
+	case err != nil:
+		return Status{}, fmt.Errorf("migrate: read version: %w", err)
+	case v < 0:
+		return Status{Latest: latest}, nil // golang-migrate's "no version"
+	}
+	return Status{Version: uint(v), Dirty: dirty, Latest: latest}, nil
 }
 
 // Migrator applies the embedded migrations to one database.
@@ -75,18 +139,7 @@ func (g *Migrator) Close() error {
 
 // Status reports the applied and the latest embedded version.
 func (g *Migrator) Status() (Status, error) {
-	latest, err := latestVersion()
-	if err != nil {
-		return Status{}, err
-	}
-	v, dirty, err := g.m.Version()
-	if errors.Is(err, gomigrate.ErrNilVersion) {
-		return Status{Latest: latest}, nil
-	}
-	if err != nil {
-		return Status{}, fmt.Errorf("migrate: read version: %w", err)
-	}
-	return Status{Version: v, Dirty: dirty, Latest: latest}, nil
+	return ReadStatus(context.Background(), g.db)
 }
 
 // Up applies every pending migration. It reports whether anything changed; on a

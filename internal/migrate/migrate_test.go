@@ -1,7 +1,9 @@
 package migrate_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/quotaflow/billing/internal/migrate"
@@ -90,5 +92,61 @@ func TestHalfAppliedIsReported(t *testing.T) {
 	}
 	if _, err := m.Up(); err != nil {
 		t.Fatalf("Up after repair: %v", err)
+	}
+}
+
+// The worker polls the version over its own pool: a database never migrated
+// (no version table at all) is at 0, and each answer says what to do.
+func TestReadStatusWithoutVersionTable(t *testing.T) {
+	db := testenv.NewEmptyMySQL(t)
+	st, err := migrate.ReadStatus(context.Background(), db.SQL)
+	if err != nil || st.Version != 0 || st.Dirty || st.Latest == 0 {
+		t.Fatalf("ReadStatus of an empty database = %+v, %v", st, err)
+	}
+	if err := st.Check(); !errors.Is(err, migrate.ErrBehind) {
+		t.Fatalf("Check = %v, want ErrBehind", err)
+	}
+	m, err := migrate.Open(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := migrate.ReadStatus(context.Background(), db.SQL); err != nil || st.Check() != nil {
+		t.Fatalf("after Up: %+v %v, check %v", st, err, st.Check())
+	}
+}
+
+func TestStatusCheck(t *testing.T) {
+	tests := []struct {
+		st   migrate.Status
+		is   error // nil: current
+		text string
+	}{
+		{migrate.Status{Version: 3, Latest: 3}, nil, ""},
+		{migrate.Status{Version: 0, Latest: 3}, migrate.ErrBehind, "schema at version 0, want 3: run billingctl migrate"},
+		{migrate.Status{Version: 2, Latest: 3}, migrate.ErrBehind, "schema at version 2, want 3: run billingctl migrate"},
+		{migrate.Status{Version: 2, Dirty: true, Latest: 3}, migrate.ErrDirty, "schema at version 2 is half-applied (dirty), want 3: repair it by hand"},
+		{migrate.Status{Version: 3, Dirty: true, Latest: 3}, migrate.ErrDirty, "schema at version 3 is half-applied"},
+		{migrate.Status{Version: 4, Latest: 3}, migrate.ErrAhead, "schema at version 4 is newer than this binary's 3"},
+	}
+	for _, tt := range tests {
+		err := tt.st.Check()
+		if tt.is == nil {
+			if err != nil {
+				t.Errorf("%+v: Check = %v, want nil", tt.st, err)
+			}
+			continue
+		}
+		if !errors.Is(err, tt.is) || !strings.HasPrefix(err.Error(), tt.text) {
+			t.Errorf("%+v: Check = %v, want %v starting %q", tt.st, err, tt.is, tt.text)
+		}
+		for _, other := range []error{migrate.ErrBehind, migrate.ErrAhead, migrate.ErrDirty} {
+			if other != tt.is && errors.Is(err, other) {
+				t.Errorf("%+v: Check is %v too", tt.st, other)
+			}
+		}
 	}
 }
