@@ -55,7 +55,7 @@ func (e *StatusError) Error() string {
 	case e.Dirty:
 		return fmt.Sprintf("schema at version %d is half-applied (dirty), want %d: repair it by hand, mark the version it now is with billingctl migrate --force VERSION, then run billingctl migrate", e.Version, e.Latest)
 	case e.Version > e.Latest:
-		return fmt.Sprintf("schema at version %d is newer than this binary's %d: run a build that knows it, or migrate down", e.Version, e.Latest)
+		return fmt.Sprintf("schema at version %d is newer than this binary's %d: not running on it; deploy the build that migrated it", e.Version, e.Latest)
 	}
 	return fmt.Sprintf("schema at version %d, want %d: run billingctl migrate", e.Version, e.Latest)
 }
