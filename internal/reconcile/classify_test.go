@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotaflow/billing/internal/idgen"
 )
 
 func TestClassify(t *testing.T) {
@@ -151,17 +153,49 @@ func TestParseQuota(t *testing.T) {
 
 func TestSettledBound(t *testing.T) {
 	now := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)
-	b := settledBound(now, time.Minute)
-	cutoff := now.Add(-time.Minute).UnixMilli() - snowflakeEpochMilli
-	idAt := func(ms int64, worker, seq int64) int64 { return ms<<22 | worker<<12 | seq }
-	if b != idAt(cutoff, 1023, 4095) {
-		t.Fatalf("bound %d is not the last id of ms %d", b, cutoff)
+	for _, c := range []struct {
+		name         string
+		late, settle time.Duration
+		cutoff       time.Time // the last millisecond at or below the bound
+	}{
+		{"settle only", 0, time.Minute, now.Add(-time.Minute)},
+		{"late and settle add up", maxTxAge + slack, time.Minute, now.Add(-maxTxAge - slack - time.Minute)},
+		{"late alone", maxTxAge + slack, 0, now.Add(-maxTxAge - slack)},
+	} {
+		ms := c.cutoff.UnixMilli() - idgen.EpochUnixMilli
+		idAt := func(ms int64, worker, seq int64) int64 { return ms<<22 | worker<<12 | seq }
+		b := settledBound(now, c.late, c.settle)
+		if b != idAt(ms, 1023, 4095) {
+			t.Errorf("%s: bound %d is not the last id of ms %d", c.name, b, ms)
+		}
+		if idAt(ms+1, 0, 0) <= b {
+			t.Errorf("%s: an id of the next millisecond is at or below the bound", c.name)
+		}
 	}
-	if idAt(cutoff+1, 0, 0) <= b || idAt(cutoff, 1023, 4095) > b {
-		t.Fatal("bound does not split at the cutoff millisecond")
-	}
-	if settledBound(time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC), 0) != 0 {
+	if settledBound(time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC), 0, 0) != 0 {
 		t.Fatal("a time before the epoch must bound at 0")
+	}
+}
+
+// A row committed as late as the ledger allows has an id above the bound of
+// any pass that could have missed it, whichever skew within slack the clocks have.
+func TestSettledBoundIsNotPassedByLateCommits(t *testing.T) {
+	pass := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC) // the reconciler's clock when it takes the bound
+	for _, c := range []struct {
+		name   string
+		commit time.Duration // after the pass took its bound (missed by its snapshot)
+		skew   time.Duration // writer's clock minus the reconciler's
+	}{
+		{"commits right after the bound", time.Millisecond, 0},
+		{"writer clock behind", time.Millisecond, -slack},
+		{"writer clock ahead", time.Millisecond, slack},
+		{"commits much later", time.Hour, -slack},
+	} {
+		took := pass.Add(c.commit - maxTxAge).Add(c.skew) // ids taken maxTxAge before the commit, by the writer's clock
+		id := (took.UnixMilli() - idgen.EpochUnixMilli) << timeShift
+		if b := settledBound(pass, maxTxAge+slack, 0); id <= b {
+			t.Errorf("%s: late id %d at or below the bound %d", c.name, id, b)
+		}
 	}
 }
 

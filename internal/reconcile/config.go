@@ -29,7 +29,7 @@ type Config struct {
 	Concurrency    int           // pages checked at once
 	PageSize       int           // merchants per page (keyset pagination on merchant_balance)
 	Grace          time.Duration // pending entries younger than this are in-flight work, not drift
-	Settle         time.Duration // ledger rows younger than this are never checkpointed
+	Settle         time.Duration // margin beyond the ledger's MaxTxAge + slack before a row is checkpointed
 	RepairCeiling  int64         // a repair moving remain by more than this is left for a person; 0: none
 	LockTTL        time.Duration // TTL of the reconciler's hold on a merchant lock
 	SkipHydrate    bool          // report missing quota hashes without hydrating them

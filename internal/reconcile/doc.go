@@ -44,11 +44,12 @@
 // Separately from the Redis check, each merchant's credit and debit rows are
 // summed and compared with its balance row, in one snapshot (so a commit between
 // the two reads cannot fake a mismatch). Sums are kept in reconcile_checkpoints
-// up to a ledger id, and each run adds only newer rows. Snowflake ids from
-// different workers do not reach the table in id order (clock skew, slow
-// transactions), so only rows whose id time is older than Settle are folded into
-// a checkpoint; newer rows are summed afresh every run. LedgerFull ignores the
-// checkpoints and rewrites them from a full sum.
+// up to a ledger id, and each run adds only newer rows. Ids do not reach the
+// table in id order: a writer takes them inside a transaction attempt that may
+// last up to the ledger's MaxTxAge. So only rows whose id time is older than
+// MaxTxAge + slack (clock skew) + Settle are folded into a checkpoint, which a
+// late commit therefore never passes; newer rows are summed afresh every run.
+// LedgerFull ignores the checkpoints and rewrites them from a full sum.
 //
 // # Audit trail
 //

@@ -50,7 +50,7 @@ func ParseFlags(args []string, out io.Writer) (Options, error) {
 	fs.IntVar(&c.Concurrency, "concurrency", DefaultConcurrency, "pages of merchants checked at once")
 	fs.IntVar(&c.PageSize, "page", DefaultPageSize, "merchants per page")
 	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "pending deductions younger than this are in-flight work, not drift")
-	fs.DurationVar(&c.Settle, "settle", DefaultSettle, "ledger rows whose Snowflake time is younger than this are not checkpointed")
+	fs.DurationVar(&c.Settle, "settle", DefaultSettle, "extra margin before a ledger row is checkpointed, beyond the ledger's longest transaction and clock skew")
 	fs.Int64Var(&c.RepairCeiling, "repair-ceiling", DefaultRepairCeiling, "absolute change of remain above which drift is reported but not repaired (0: no ceiling)")
 	fs.DurationVar(&c.LockTTL, "lock-ttl", DefaultLockTTL, "TTL of the reconciler's hold on a merchant lock")
 	fs.BoolVar(&hydrate, "hydrate-missing", true, "hydrate a missing quota hash from merchant_balance (set only if absent)")

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -62,7 +63,7 @@ func (e *env) reconciler(cfg Config) (*Reconciler, *prometheus.Registry) {
 
 // sfID is a Snowflake id at time at, unique within the env.
 func (e *env) sfID(at time.Time) int64 {
-	return (at.UnixMilli()-snowflakeEpochMilli)<<snowflakeTimeShift | e.seq.Add(1)&(1<<snowflakeTimeShift-1)
+	return (at.UnixMilli()-idgen.EpochUnixMilli)<<timeShift | e.seq.Add(1)&(1<<timeShift-1)
 }
 
 // merchant creates a balance row and a consistent ledger (one credit row, one

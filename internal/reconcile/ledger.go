@@ -181,7 +181,8 @@ func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint,
 // ledgerPass audits the ledger of a page of merchants and advances their
 // checkpoints. It returns the findings.
 func (r *Reconciler) ledgerPass(ctx context.Context, merchants []string) ([]Finding, error) {
-	bound := settledBound(r.now(), r.cfg.Settle)
+	// Taken before the snapshot: a commit the snapshot misses is later still.
+	bound := settledBound(r.now(), r.late, r.cfg.Settle)
 	start := time.Now()
 	views, err := readLedger(ctx, r.db, merchants, bound, r.cfg.LedgerFull)
 	if err != nil {

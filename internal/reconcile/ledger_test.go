@@ -61,8 +61,8 @@ func TestLedgerAuditIsIncremental(t *testing.T) {
 	}
 }
 
-// A row committed with an id older than the checkpoint (a transaction slower
-// than Settle) is missed by the incremental audit and shows as a mismatch;
+// A row committed with an id older than the checkpoint (older than any ledger
+// transaction may be) is missed by the incremental audit and shows as a mismatch;
 // a LedgerFull run recounts everything and rewrites the checkpoint.
 func TestLedgerFullRecountsCheckpoints(t *testing.T) {
 	e := newEnv(t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
@@ -47,8 +48,10 @@ func TestNoFalseFindingsUnderLoad(t *testing.T) {
 		}
 	}
 
-	// Settle is short so that checkpoints advance during the load.
+	// Settle is short and stands in for the ledger's bound (maxTxAge), so that
+	// checkpoints advance during the load; its transactions take milliseconds.
 	r, _ := e.reconciler(Config{PageSize: 3, Concurrency: 2, BusyRetryDelay: 5 * time.Millisecond, Settle: 3 * time.Second})
+	r.late = 0
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	var reports []*Report
 	var loop sync.WaitGroup
@@ -162,7 +165,7 @@ func (s *snowflakeIDs) NextIDs(dst []int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range dst {
-		id := (time.Now().UnixMilli() - snowflakeEpochMilli) << snowflakeTimeShift
+		id := (time.Now().UnixMilli() - idgen.EpochUnixMilli) << timeShift
 		if id <= s.last {
 			id = s.last + 1
 		}

@@ -27,6 +27,7 @@ type Reconciler struct {
 	m       *Metrics
 	scripts scripts
 	now     func() time.Time
+	late    time.Duration // how long after taking its id a ledger row may still commit: maxTxAge + slack
 
 	beforeApply func(merchant string) // test hook: between the read and the repair
 }
@@ -44,7 +45,7 @@ func New(db *sql.DB, rdb redis.UniversalClient, keys keyspace.Keyspace, locks Lo
 		return nil, err
 	}
 	return &Reconciler{db: db, rdb: rdb, keys: keys, locks: locks, cfg: cfg, log: cfg.Logger, m: cfg.Metrics,
-		scripts: newScripts(), now: time.Now}, nil
+		scripts: newScripts(), now: time.Now, late: maxTxAge + slack}, nil
 }
 
 // Run reconciles every merchant (or Config.Merchants) once, appends the audit

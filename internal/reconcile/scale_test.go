@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/quotaflow/billing/internal/idgen"
 )
 
 var (
@@ -76,7 +78,7 @@ func seedLedger(t *testing.T, e *env, merchants, rows int) []int64 {
 		}
 	}
 	const batch = 2000
-	base := (time.Now().Add(-2*time.Hour).UnixMilli() - snowflakeEpochMilli) << snowflakeTimeShift
+	base := (time.Now().Add(-2*time.Hour).UnixMilli() - idgen.EpochUnixMilli) << timeShift
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(4)
 	for lo := 0; lo < rows; lo += batch {

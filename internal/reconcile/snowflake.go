@@ -1,24 +1,36 @@
 package reconcile
 
-import "time"
+import (
+	"time"
 
-// The Snowflake layout of ledger ids (DESIGN.md, "Snowflake"): 41 bits of
-// milliseconds since 2024-01-01 UTC, then 10 bits of worker and 12 of sequence.
-const (
-	snowflakeEpochMilli = 1704067200000 // 2024-01-01T00:00:00Z
-	snowflakeTimeShift  = 10 + 12
+	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
-// settledBound is the largest ledger id whose time is at least margin before
-// now: rows with an id at or below it are taken as settled (every transaction
-// that could still insert such an id has ended), so their sums may be
-// checkpointed. Ids are not inserted in id order, so a smaller margin risks a
-// checkpoint that misses a late row (which then shows as a ledger_mismatch
-// until a LedgerFull run).
-func settledBound(now time.Time, margin time.Duration) int64 {
-	ms := now.Add(-margin).UnixMilli() - snowflakeEpochMilli
+// A ledger row's id is a Snowflake id its writer takes inside the transaction
+// attempt that inserts it, so a row can reach the table after rows with larger
+// ids, but only so late:
+const (
+	// maxTxAge is how long a ledger transaction attempt may stay open after
+	// taking its ids: the ledger writer's promise.
+	maxTxAge = ledger.MaxTxAge
+	// slack covers clock skew between the writers' hosts and the reconciler's,
+	// and a COMMIT the server finishes after the writer's deadline.
+	slack = 5 * time.Second
+)
+
+// timeShift is where the milliseconds start in an id.
+const timeShift = idgen.WorkerBits + idgen.SequenceBits
+
+// settledBound is the largest ledger id whose time is at least late+settle
+// before now. When late covers maxTxAge and slack, no transaction still to
+// commit can insert an id at or below it, so rows up to it may be checkpointed:
+// a checkpoint there is never passed by a late commit. settle is the
+// operator's extra margin.
+func settledBound(now time.Time, late, settle time.Duration) int64 {
+	ms := now.Add(-late-settle).UnixMilli() - idgen.EpochUnixMilli
 	if ms < 0 {
 		return 0
 	}
-	return ms<<snowflakeTimeShift | (1<<snowflakeTimeShift - 1)
+	return ms<<timeShift | (1<<timeShift - 1)
 }
