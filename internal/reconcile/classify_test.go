@@ -199,6 +199,30 @@ func TestSettledBoundIsNotPassedByLateCommits(t *testing.T) {
 	}
 }
 
+func TestBaseOf(t *testing.T) {
+	cp := checkpoint{LastID: 100, Credited: 9, Debited: 4}
+	for _, c := range []struct {
+		name   string
+		stored checkpoint
+		bound  int64
+		full   bool
+		base   checkpoint
+		stale  bool
+	}{
+		{"below the bound: built on", cp, 200, false, cp, false},
+		{"at the bound: built on", cp, 100, false, cp, false},
+		{"beyond the bound: stale, recounted", cp, 99, false, checkpoint{}, true},
+		{"none stored", checkpoint{}, 200, false, checkpoint{}, false},
+		{"full: ignored", cp, 200, true, checkpoint{}, false},
+		{"full and beyond: ignored (full overwrites anyway)", cp, 99, true, checkpoint{}, false},
+	} {
+		base, stale := baseOf(c.stored, c.bound, c.full)
+		if base != c.base || stale != c.stale {
+			t.Errorf("%s: base %+v stale %v", c.name, base, stale)
+		}
+	}
+}
+
 func TestAuditLedger(t *testing.T) {
 	ok := ledgerView{Balance: balance{100, 30}, Base: checkpoint{LastID: 9, Credited: 60, Debited: 20}, SettledCredit: 30, FreshCredit: 10, SettledDebit: 10}
 	if f := auditLedger("m", ok); len(f) != 0 {
@@ -228,5 +252,10 @@ func TestLedgerViewNext(t *testing.T) {
 	}
 	if cp, ok := v.next(true); !ok || cp != (checkpoint{LastID: 9, Credited: 60}) {
 		t.Fatalf("full: %+v %v", cp, ok)
+	}
+	// A stale checkpoint is overwritten even when nothing is settled yet.
+	v = ledgerView{Stale: true, FreshCredit: 10}
+	if cp, ok := v.next(false); !ok || cp != (checkpoint{}) {
+		t.Fatalf("stale: %+v %v", cp, ok)
 	}
 }

@@ -49,7 +49,10 @@
 // last up to the ledger's MaxTxAge. So only rows whose id time is older than
 // MaxTxAge + slack (clock skew) + Settle are folded into a checkpoint, which a
 // late commit therefore never passes; newer rows are summed afresh every run.
-// LedgerFull ignores the checkpoints and rewrites them from a full sum.
+// A stored checkpoint beyond that bound (an older version's, a shorter
+// Settle's) is not built on: the merchant is summed from its first row and the
+// checkpoint rewritten. LedgerFull ignores the checkpoints and rewrites them
+// from a full sum.
 //
 // # Audit trail
 //

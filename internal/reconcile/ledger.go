@@ -18,7 +18,8 @@ type checkpoint struct {
 // ledgerView is one merchant's balance row and ledger sums, from one snapshot.
 type ledgerView struct {
 	Balance                     balance
-	Base                        checkpoint // zero without a checkpoint or with LedgerFull
+	Base                        checkpoint // zero without a checkpoint, with LedgerFull, or when Stale
+	Stale                       bool       // the stored checkpoint lies beyond the bound: ignored, to be overwritten
 	SettledCredit, SettledDebit int64      // rows after Base.LastID, at or below the settled bound
 	FreshCredit, FreshDebit     int64      // rows above both
 	MaxSettled                  int64      // highest settled id read, 0 if none
@@ -34,7 +35,21 @@ func (v ledgerView) next(full bool) (checkpoint, bool) {
 		Credited: v.Base.Credited + v.SettledCredit,
 		Debited:  v.Base.Debited + v.SettledDebit,
 	}
-	return cp, full || v.MaxSettled > v.Base.LastID
+	return cp, full || v.Stale || v.MaxSettled > v.Base.LastID
+}
+
+// baseOf is what a pass may build on of a stored checkpoint: nothing with
+// LedgerFull, and nothing (stale) when it lies beyond the bound, as left by an
+// older version or a reconciler with a shorter --settle: a late commit may have
+// landed below it, and the bound is what rules that out.
+func baseOf(stored checkpoint, bound int64, full bool) (base checkpoint, stale bool) {
+	switch {
+	case full:
+		return checkpoint{}, false
+	case stored.LastID > bound:
+		return checkpoint{}, true
+	}
+	return stored, false
 }
 
 // readLedger reads the balance rows, checkpoints and new ledger sums of
@@ -42,7 +57,7 @@ func (v ledgerView) next(full bool) (checkpoint, bool) {
 func readLedger(ctx context.Context, db *sql.DB, merchants []string, bound int64, full bool) (map[string]ledgerView, error) {
 	views := make(map[string]ledgerView, len(merchants))
 	err := snapshot(ctx, db, func(tx *sql.Tx) error {
-		if err := readBases(ctx, tx, merchants, full, views); err != nil {
+		if err := readBases(ctx, tx, merchants, bound, full, views); err != nil {
 			return err
 		}
 		return readSums(ctx, tx, merchants, bound, full, views)
@@ -50,7 +65,7 @@ func readLedger(ctx context.Context, db *sql.DB, merchants []string, bound int64
 	return views, err
 }
 
-func readBases(ctx context.Context, tx *sql.Tx, merchants []string, full bool, views map[string]ledgerView) error {
+func readBases(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, full bool, views map[string]ledgerView) error {
 	in, args := inList(merchants)
 	rows, err := tx.QueryContext(ctx, `SELECT b.merchant_id, b.credited, b.debited,
 		COALESCE(c.last_ledger_id, 0), COALESCE(c.credited, 0), COALESCE(c.debited, 0)
@@ -63,12 +78,11 @@ func readBases(ctx context.Context, tx *sql.Tx, merchants []string, full bool, v
 	for rows.Next() {
 		var m string
 		var v ledgerView
-		if err := rows.Scan(&m, &v.Balance.Credited, &v.Balance.Debited, &v.Base.LastID, &v.Base.Credited, &v.Base.Debited); err != nil {
+		var cp checkpoint
+		if err := rows.Scan(&m, &v.Balance.Credited, &v.Balance.Debited, &cp.LastID, &cp.Credited, &cp.Debited); err != nil {
 			return fmt.Errorf("reconcile: read checkpoints: %w", err)
 		}
-		if full {
-			v.Base = checkpoint{}
-		}
+		v.Base, v.Stale = baseOf(cp, bound, full)
 		views[m] = v
 	}
 	if err := rows.Err(); err != nil {
@@ -77,9 +91,10 @@ func readBases(ctx context.Context, tx *sql.Tx, merchants []string, full bool, v
 	return nil
 }
 
-// readSums adds up each merchant's ledger rows after its checkpoint through the
-// (merchant_id, id) index, split at the settled bound. The index is forced: a
-// range on the primary key would scan the whole ledger for every page.
+// readSums adds up each merchant's ledger rows after its checkpoint (unless
+// stale, as in baseOf) through the (merchant_id, id) index, split at the
+// settled bound. The index is forced: a range on the primary key would scan
+// the whole ledger for every page.
 func readSums(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, full bool, views map[string]ledgerView) error {
 	after := " AND l.id > COALESCE(c.last_ledger_id, 0)"
 	if full {
@@ -93,11 +108,11 @@ func readSums(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, 
 		COALESCE(SUM(CASE WHEN l.kind = 'debit' AND l.id > ? THEN l.amount END), 0),
 		COALESCE(MAX(CASE WHEN l.id <= ? THEN l.id END), 0)
 		FROM merchant_balance b
-		LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id
+		LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id AND c.last_ledger_id <= ?
 		JOIN quota_ledger l FORCE INDEX (quota_ledger_merchant_id) ON l.merchant_id = b.merchant_id` + after + `
 		WHERE b.merchant_id IN (` + in + `)
 		GROUP BY b.merchant_id`
-	rows, err := tx.QueryContext(ctx, q, append([]any{bound, bound, bound, bound, bound}, args...)...)
+	rows, err := tx.QueryContext(ctx, q, append([]any{bound, bound, bound, bound, bound, bound}, args...)...)
 	if err != nil {
 		return fmt.Errorf("reconcile: sum ledger: %w", err)
 	}
@@ -144,8 +159,9 @@ func auditLedger(m string, v ledgerView) []Finding {
 }
 
 // saveCheckpoints upserts checkpoints. An incremental save never moves a
-// checkpoint backwards (two reconcilers may race); a full one overwrites.
-func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint, full bool) error {
+// checkpoint backwards (two reconcilers may race) unless the stored one is
+// beyond the bound (stale, see baseOf); a full one overwrites.
+func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint, bound int64, full bool) error {
 	if len(cps) == 0 {
 		return nil
 	}
@@ -161,12 +177,16 @@ func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint,
 		vals = append(vals, "(?,?,?,?)")
 		args = append(args, m, cp.LastID, cp.Credited, cp.Debited)
 	}
-	update := `credited = IF(VALUES(last_ledger_id) > last_ledger_id, VALUES(credited), credited),
-		debited = IF(VALUES(last_ledger_id) > last_ledger_id, VALUES(debited), debited),
-		last_ledger_id = GREATEST(last_ledger_id, VALUES(last_ledger_id))`
+	// Forward only, or off a stale checkpoint; LedgerFull always. last_ledger_id
+	// is set last: the conditions read the stored value.
+	move := "VALUES(last_ledger_id) > last_ledger_id OR last_ledger_id > ?"
 	if full {
-		update = `credited = VALUES(credited), debited = VALUES(debited), last_ledger_id = VALUES(last_ledger_id)`
+		move = "TRUE"
+	} else {
+		args = append(args, bound, bound, bound)
 	}
+	update := fmt.Sprintf(`credited = IF(%[1]s, VALUES(credited), credited), debited = IF(%[1]s, VALUES(debited), debited),
+		last_ledger_id = IF(%[1]s, VALUES(last_ledger_id), last_ledger_id)`, move)
 	err := retryDeadlock(ctx, func() error {
 		_, err := db.ExecContext(ctx, "INSERT INTO reconcile_checkpoints (merchant_id, last_ledger_id, credited, debited) VALUES "+
 			strings.Join(vals, ",")+" ON DUPLICATE KEY UPDATE "+update, args...)
@@ -196,7 +216,7 @@ func (r *Reconciler) ledgerPass(ctx context.Context, merchants []string) ([]Find
 			cps[m] = cp
 		}
 	}
-	if err := saveCheckpoints(ctx, r.db, cps, r.cfg.LedgerFull); err != nil {
+	if err := saveCheckpoints(ctx, r.db, cps, bound, r.cfg.LedgerFull); err != nil {
 		return nil, err
 	}
 	r.m.ledgerSeconds.Observe(time.Since(start).Seconds())

@@ -92,22 +92,27 @@ func TestLedgerFullRecountsCheckpoints(t *testing.T) {
 	}
 }
 
-// An older checkpoint never overwrites a newer one (two reconcilers racing).
+// An older checkpoint never overwrites a newer one (two reconcilers racing),
+// unless the newer one is beyond the bound (stale).
 func TestCheckpointsNeverMoveBack(t *testing.T) {
 	e := newEnv(t)
-	if err := saveCheckpoints(e.ctx, e.my.SQL, map[string]checkpoint{"m-1": {LastID: 50, Credited: 9, Debited: 1}}, false); err != nil {
-		t.Fatal(err)
+	save := func(cp checkpoint, bound int64) {
+		t.Helper()
+		if err := saveCheckpoints(e.ctx, e.my.SQL, map[string]checkpoint{"m-1": cp}, bound, false); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := saveCheckpoints(e.ctx, e.my.SQL, map[string]checkpoint{"m-1": {LastID: 40, Credited: 7, Debited: 1}}, false); err != nil {
-		t.Fatal(err)
-	}
+	save(checkpoint{LastID: 50, Credited: 9, Debited: 1}, 1000)
+	save(checkpoint{LastID: 40, Credited: 7, Debited: 1}, 1000)
 	if got := e.checkpointOf("m-1"); got != (cpRow{50, 9, 1}) {
 		t.Fatalf("checkpoint moved back: %+v", got)
 	}
-	if err := saveCheckpoints(e.ctx, e.my.SQL, map[string]checkpoint{"m-1": {LastID: 60, Credited: 12, Debited: 2}}, false); err != nil {
-		t.Fatal(err)
-	}
+	save(checkpoint{LastID: 60, Credited: 12, Debited: 2}, 1000)
 	if got := e.checkpointOf("m-1"); got != (cpRow{60, 12, 2}) {
 		t.Fatalf("checkpoint not advanced: %+v", got)
+	}
+	save(checkpoint{LastID: 30, Credited: 5, Debited: 1}, 59)
+	if got := e.checkpointOf("m-1"); got != (cpRow{30, 5, 1}) {
+		t.Fatalf("stale checkpoint kept: %+v", got)
 	}
 }
