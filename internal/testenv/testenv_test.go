@@ -2,10 +2,13 @@ package testenv_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"go.uber.org/goleak"
 
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -71,4 +74,47 @@ func TestKafkaRoundTrip(t *testing.T) {
 	if string(m.Value) != "hello" || string(m.Key) != "m-1" {
 		t.Fatalf("got %q=%q", m.Key, m.Value)
 	}
+}
+
+// The proxy holds bytes while paused, without closing anything, delivers them
+// on Resume, and leaves no goroutine behind once closed.
+func TestProxyPauseHoldsBytes(t *testing.T) {
+	addr := testenv.NewRedis(t).Addr
+	before := goleak.IgnoreCurrent()
+	p := testenv.NewProxy(t, addr)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	read := func(within time.Duration) (string, error) {
+		c.SetReadDeadline(time.Now().Add(within))
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		return string(buf[:n]), err
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(5 * time.Second); got != "+PONG\r\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	p.Pause()
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	var ne net.Error
+	if got, err := read(300 * time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("paused proxy answered: %q, %v", got, err)
+	}
+	p.Resume()
+	if got, err := read(5 * time.Second); got != "+PONG\r\n" {
+		t.Fatalf("after Resume: %q, %v; want the held PING answered", got, err)
+	}
+	p.Pause()
+	p.Close() // also while paused
+	if got, err := read(5 * time.Second); err == nil {
+		t.Fatalf("connection open after Close: read %q", got)
+	}
+	goleak.VerifyNone(t, before)
 }
