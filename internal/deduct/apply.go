@@ -49,30 +49,21 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 }
 
 // applyLocked runs the batch under its merchants' locks.
-func (d *Deductor) applyLocked(ctx context.Context, events []event.PaymentSucceeded, open []int, results []Result) (err error) {
-	var merchants []string
-	for _, i := range open {
-		merchants = append(merchants, events[i].MerchantID)
-	}
-	slices.Sort(merchants)
-	held, err := d.lockAll(ctx, slices.Compact(merchants))
-	if err != nil {
-		return err
-	}
-	fctx, stop := fence(ctx, held)
-	defer func() {
-		stop()
-		var crash *crashError
-		if errors.As(err, &crash) {
-			return // a simulated kill releases nothing
+func (d *Deductor) applyLocked(ctx context.Context, events []event.PaymentSucceeded, open []int, results []Result) error {
+	return d.locked(ctx, merchantsOf(events, open), func(ctx context.Context, held map[string]HeldLock) error {
+		if err := d.step(stepLocked); err != nil {
+			return err
 		}
-		d.releaseAll(ctx, held)
-	}()
-	err = d.step(stepLocked)
-	if err == nil {
-		err = d.redoLoop(fctx, held, events, open, results)
+		return d.redoLoop(ctx, held, events, open, results)
+	})
+}
+
+func merchantsOf(events []event.PaymentSucceeded, idx []int) []string {
+	ms := make([]string, len(idx))
+	for k, i := range idx {
+		ms[k] = events[i].MerchantID
 	}
-	return lockCause(fctx, err)
+	return ms
 }
 
 // redoLoop runs attempts until one settles the batch. A stale cache, a

@@ -37,27 +37,27 @@ func (d *Deductor) Grant(ctx context.Context, merchantID string, amount int64, g
 	case amount < 1 || amount > maxExact:
 		return "", failure.Permanent(failure.ClassInvalid, fmt.Errorf("deduct: grant amount %d is outside 1..2^53-1", amount))
 	}
-	held, err := d.lockAll(ctx, []string{merchantID})
-	if err != nil {
-		return "", err
-	}
-	defer d.releaseAll(ctx, held)
-	fctx, stop := fence(ctx, held)
-	defer stop()
-
-	_, dup, err := d.ledger.Grant(fctx, merchantID, amount, grantID)
+	dup := false
+	err := d.locked(ctx, []string{merchantID}, func(ctx context.Context, held map[string]HeldLock) error {
+		var err error
+		_, dup, err = d.ledger.Grant(ctx, merchantID, amount, grantID)
+		switch {
+		case errors.Is(err, ledger.ErrConflict):
+			return failure.Permanent(failure.ClassConflict, err)
+		case errors.Is(err, ledger.ErrRefused):
+			return failure.Permanent(failure.ClassRefused, err)
+		case err != nil:
+			return err
+		}
+		if err := d.drop(ctx, held[merchantID], merchantID); err != nil {
+			return fmt.Errorf("deduct: grant %s is recorded but the quota cache was not dropped; call again: %w", grantID, err)
+		}
+		return nil
+	})
 	switch {
-	case errors.Is(err, ledger.ErrConflict):
-		return "", failure.Permanent(failure.ClassConflict, err)
-	case errors.Is(err, ledger.ErrRefused):
-		return "", failure.Permanent(failure.ClassRefused, err)
 	case err != nil:
-		return "", lockCause(fctx, err)
-	}
-	if err := d.drop(fctx, held[merchantID], merchantID); err != nil {
-		return "", lockCause(fctx, fmt.Errorf("deduct: grant %s is recorded but the quota cache was not dropped; call again: %w", grantID, err))
-	}
-	if dup {
+		return "", err
+	case dup:
 		return Duplicate, nil
 	}
 	return Applied, nil

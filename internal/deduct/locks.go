@@ -2,20 +2,39 @@ package deduct
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"sort"
 
 	"go.uber.org/zap"
 )
+
+// locked runs fn under the merchants' locks with a context that ends as soon
+// as one of them is lost, then releases them (a simulated crash releases
+// nothing).
+func (d *Deductor) locked(ctx context.Context, merchants []string, fn func(ctx context.Context, held map[string]HeldLock) error) (err error) {
+	held, err := d.lockAll(ctx, merchants)
+	if err != nil {
+		return err
+	}
+	fctx, stop := fence(ctx, held)
+	defer func() {
+		stop()
+		var crash *crashError
+		if errors.As(err, &crash) {
+			return
+		}
+		d.releaseAll(ctx, held)
+	}()
+	return lockCause(fctx, fn(fctx, held))
+}
 
 // lockAll takes the merchants' locks in sorted order, so that two workers
 // wanting overlapping sets never wait for each other in a cycle: with a
 // BatchLocker in one call (one round trip when nothing is contended), else one
 // Acquire after another. On failure the locks taken so far are released.
 func (d *Deductor) lockAll(ctx context.Context, merchants []string) (map[string]HeldLock, error) {
-	sorted := append([]string(nil), merchants...)
-	sort.Strings(sorted)
+	sorted := slices.Compact(slices.Sorted(slices.Values(merchants)))
 	held := make(map[string]HeldLock, len(sorted))
 	if bl, ok := d.locks.(BatchLocker); ok && len(sorted) > 1 {
 		locks, err := bl.AcquireAll(ctx, sorted)

@@ -65,31 +65,40 @@ func (s screened) finish(results []Result) {
 // row is the truth. A rival that matches the row is a duplicate (a redelivered
 // original that arrived after a conflicting copy: it must not be
 // dead-lettered); any other rival is a conflict, also when the event has no
-// row (its first occurrence was refused or invalid).
+// row (its first occurrence was refused or invalid). No rival debits, so under
+// their merchants' locks each is settled as an event that ended without a
+// debit: a deduction a crash left for it in Redis is dropped.
 func (d *Deductor) judgeRivals(ctx context.Context, events []event.PaymentSucceeded, rivals []int, results []Result) error {
-	ids := make([]string, len(rivals))
-	for k, i := range rivals {
-		ids[k] = events[i].EventID
-	}
-	existing, err := d.ledger.ExistingEvents(ctx, ids)
-	if err != nil {
-		return err
-	}
-	for _, i := range rivals {
-		ev := events[i]
-		row, found := existing[ev.EventID]
-		switch {
-		case found && row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && row.Kind != ledger.KindCredit:
-			results[i] = Result{Outcome: Duplicate, BalanceAfter: value(row.BalanceAfter)}
-		case found:
-			results[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) is already recorded as %s of %d for merchant %s",
-				ev.EventID, ev.MerchantID, ev.Amount, row.Kind, row.Amount, row.MerchantID))
-		default:
-			results[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) appears in the batch with another merchant or amount, and neither is recorded",
-				ev.EventID, ev.MerchantID, ev.Amount))
+	return d.locked(ctx, merchantsOf(events, rivals), func(ctx context.Context, held map[string]HeldLock) error {
+		ids := make([]string, len(rivals))
+		var settle settlement
+		for k, i := range rivals {
+			ids[k] = events[i].EventID
+			settle.ended(events[i])
 		}
-	}
-	return nil
+		existing, err := d.ledger.ExistingEvents(ctx, ids)
+		if err != nil {
+			return err
+		}
+		if err := d.settleAll(ctx, held, settle); err != nil {
+			return err
+		}
+		for _, i := range rivals {
+			ev := events[i]
+			row, found := existing[ev.EventID]
+			switch {
+			case found && row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && row.Kind != ledger.KindCredit:
+				results[i] = Result{Outcome: Duplicate, BalanceAfter: value(row.BalanceAfter)}
+			case found:
+				results[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) is already recorded as %s of %d for merchant %s",
+					ev.EventID, ev.MerchantID, ev.Amount, row.Kind, row.Amount, row.MerchantID))
+			default:
+				results[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) appears in the batch with another merchant or amount, and neither is recorded",
+					ev.EventID, ev.MerchantID, ev.Amount))
+			}
+		}
+		return nil
+	})
 }
 
 // validate repeats the checks of the event contract that keep the Redis keys
