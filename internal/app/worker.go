@@ -25,6 +25,7 @@ type Worker struct {
 	ownsSvc bool
 	*writePath
 	consumer *consumer.Consumer[event.PaymentSucceeded]
+	schema   *schemaGate
 	http     *httpserver.Server
 	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
 	HTTPAddr net.Addr
@@ -78,10 +79,16 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if err != nil {
 		return nil, err
 	}
+	sqlDB, err := w.svc.DB.DB()
+	if err != nil {
+		return nil, fmt.Errorf("app: mysql pool: %w", err)
+	}
+	w.schema = newSchemaGate(sqlDB, log)
 	if !opts.NoHTTP {
 		w.http = httpserver.New(cfg.HTTPAddr, reg, log)
 		w.http.AddReadiness("redis", w.svc.PingRedis)
 		w.http.AddReadiness("mysql", w.svc.PingMySQL)
+		w.http.AddReadiness("schema", w.schema.ready)
 		w.http.AddReadiness("kafka", w.consumer.Ready)
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
 		if w.HTTPAddr, err = w.http.Listen(); err != nil {
@@ -118,6 +125,8 @@ func consumerConfig(cfg config.Config, svc *Services) consumer.Config {
 }
 
 // Run consumes until ctx ends, then drains, commits and stops every part.
+// It consumes nothing until the database schema is the version this binary
+// embeds; the ops endpoints answer meanwhile, and readiness says why it waits.
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.close()
 	g, gctx := errgroup.WithContext(ctx)
@@ -139,6 +148,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	g.Go(func() error {
 		defer stopLease()
 		defer stopHTTP()
+		if w.schema.wait(gctx) != nil {
+			return nil // stopped while waiting: nothing was consumed
+		}
 		return w.consumer.Run(gctx) // an error is reported once, by the caller
 	})
 	return g.Wait()

@@ -173,6 +173,15 @@ func (g *Migrator) Down(steps int) error {
 	return nil
 }
 
+// Goto migrates up or down to version, as golang-migrate's `goto`: a rollout
+// in stages, or a database held at an older binary's schema.
+func (g *Migrator) Goto(version uint) error {
+	if err := g.m.Migrate(version); err != nil && !errors.Is(err, gomigrate.ErrNoChange) {
+		return fmt.Errorf("migrate: goto %d: %w", version, err)
+	}
+	return nil
+}
+
 // Force records version as applied and clean, after a person repaired the schema.
 func (g *Migrator) Force(version int) error {
 	if err := g.m.Force(version); err != nil {

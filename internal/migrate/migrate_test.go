@@ -57,6 +57,14 @@ func TestDownAndUpAgain(t *testing.T) {
 	if changed, err := m.Up(); err != nil || !changed {
 		t.Fatalf("up after down = %v, %v", changed, err)
 	}
+	for _, v := range []uint{1, st.Latest - 1, st.Latest} {
+		if err := m.Goto(v); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := m.Status(); err != nil || got.Version != v || got.Dirty {
+			t.Fatalf("after Goto(%d): %+v %v", v, got, err)
+		}
+	}
 }
 
 // A migration that failed part way leaves the schema dirty: Up must refuse and
