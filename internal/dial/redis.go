@@ -26,5 +26,9 @@ func Redis(c config.Redis) (redis.UniversalClient, error) {
 		ReadTimeout:   2 * time.Second,
 		WriteTimeout:  2 * time.Second,
 		PoolTimeout:   3 * time.Second,
+		// Without it go-redis bounds a read by ReadTimeout alone, ignoring the
+		// context's deadline: a lock renewal to a silent Redis would outlive
+		// the lock (internal/lock bounds each by the lock's expiry).
+		ContextTimeoutEnabled: true,
 	}), nil
 }

@@ -104,6 +104,10 @@ type Client struct {
 }
 
 // New returns a Client on rdb. keys names the release channels of lock keys.
+// rdb must honour context deadlines (go-redis: ContextTimeoutEnabled, which
+// dial.Redis sets): every call that takes or renews a lock is bounded by the
+// lock's expiry, and a client that ignores the bound keeps waiting on a
+// silent Redis after another holder may have taken the lock.
 func New(rdb redis.UniversalClient, keys keyspace.Keyspace, opts Options) (*Client, error) {
 	if rdb == nil {
 		return nil, errors.New("lock: nil redis client")
@@ -133,7 +137,8 @@ func (c *Client) Close() error {
 
 // Obtain tries once (one round trip) to take the lock at key for ttl (at
 // least 1ms, in whole milliseconds). It returns ErrNotObtained when someone
-// else holds it.
+// else holds it, and an error when no reply came before the lock would have
+// expired.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	l, err := c.try(ctx, key, ttl)
 	c.opts.Metrics.obtain.WithLabelValues(modeTry, resultOf(err)).Inc()
@@ -228,6 +233,8 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock,
 		return nil, err
 	}
 	sent := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, expiry(ttl, sent))
+	defer cancel()
 	ok, err := c.scripts.obtain.Run(ctx, c.rdb, []string{key}, token, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return nil, fmt.Errorf("lock: obtain %s: %w", key, err)

@@ -23,8 +23,8 @@ type Lock struct {
 	released  bool
 	lostCause error                     // non-nil once the lock is known lost
 	lost      chan struct{}             // closed with lostCause
-	watchers  []context.CancelCauseFunc // contexts returned by Watch
-	dog       *watchdog                 // nil until Watch
+	watchers  []context.CancelCauseFunc // contexts returned by Watch and WatchMany
+	dogs      []*watchdog               // one per Watch or WatchMany; Release waits for them
 }
 
 func newLock(c *Client, key, token string, ttl time.Duration, sent time.Time) *Lock {
@@ -98,11 +98,11 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
 // lock is not ours. After a Redis error the lock may still be held; it is no
 // longer renewed, so it expires within its TTL, and Release may be retried.
 func (l *Lock) Release(ctx context.Context) error {
-	dog, ok := l.beginRelease()
+	dogs, ok := l.beginRelease()
 	if !ok {
 		return ErrNotHeld
 	}
-	if dog != nil {
+	for _, dog := range dogs {
 		<-dog.done
 	}
 	c := l.client
@@ -110,23 +110,23 @@ func (l *Lock) Release(ctx context.Context) error {
 	return l.endRelease(n, err)
 }
 
-// beginRelease marks a release in flight and cancels the watched contexts. It
-// returns the watchdog to await (nil when none was started), or false when
+// beginRelease marks a release in flight and cancels the watched contexts,
+// which stops the watchdogs. It returns the watchdogs to await, or false when
 // the lock is released or being released.
-func (l *Lock) beginRelease() (*watchdog, bool) {
+func (l *Lock) beginRelease() ([]*watchdog, bool) {
 	l.mu.Lock()
 	if l.released || l.releasing {
 		l.mu.Unlock()
 		return nil, false
 	}
 	l.releasing = true
-	dog, watchers := l.dog, l.watchers
-	l.watchers = nil
+	dogs, watchers := l.dogs, l.watchers
+	l.dogs, l.watchers = nil, nil
 	l.mu.Unlock()
 	for _, cancel := range watchers {
 		cancel(nil)
 	}
-	return dog, true
+	return dogs, true
 }
 
 // endRelease records the reply of the release script: 1 deleted, else not ours.

@@ -113,15 +113,13 @@ func (c *Client) ReleaseMany(ctx context.Context, locks []*Lock) error {
 			errs = append(errs, fmt.Errorf("lock: release %s: lock of another client", l.key))
 			continue
 		}
-		dog, ok := l.beginRelease()
+		ldogs, ok := l.beginRelease()
 		if !ok {
 			notHeld = append(notHeld, l.key)
 			continue
 		}
 		live = append(live, l)
-		if dog != nil {
-			dogs = append(dogs, dog)
-		}
+		dogs = append(dogs, ldogs...)
 	}
 	for _, dog := range dogs {
 		<-dog.done
@@ -195,7 +193,9 @@ func (c *Client) tryMany(ctx context.Context, keys []string, ttl time.Duration) 
 		many = append(many, token)
 	}
 	sent := time.Now()
-	replies, rerrs := c.perKey(ctx, c.scripts.obtain, c.scripts.obtainMany, keys, one, many)
+	octx, cancel := context.WithDeadline(ctx, expiry(ttl, sent))
+	defer cancel()
+	replies, rerrs := c.perKey(octx, c.scripts.obtain, c.scripts.obtainMany, keys, one, many)
 	if err := keyErrors("obtain", keys, rerrs); err != nil {
 		// A call whose reply was lost may have set its key: delete every
 		// token of this attempt that is still there.

@@ -4,36 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
 )
 
-// watchdog is the renewal goroutine of a Lock, owned like an etcd session's
-// keep-alive: it is stopped by cancelling its context and closes done when it
-// has exited.
+// watchdog is a renewal goroutine, owned like an etcd session's keep-alive:
+// it is stopped by cancelling its context and closes done when it has exited.
 type watchdog struct {
 	done chan struct{}
 }
 
-// Watch starts the watchdog, which renews the lock every TTL/3 with the
+// Watch starts a watchdog, which renews the lock every TTL/3 with the
 // token-checked script, and returns a context derived from ctx that is
 // cancelled when the lock is lost (cause: an error wrapping ErrLost), when
 // Release is called, or when ctx ends. Do the work that needs the lock under
 // the returned context.
 //
-// The watchdog exits on Release (which waits for it), when ctx ends, and when
-// a renewal finds the lock not ours. A loss is noticed at the next renewal,
-// so within TTL/3 plus one round trip. Transient Redis errors are retried with
-// backoff until the lock would expire (TTL after the last successful renewal
-// was sent, minus a small allowance for clock drift); then the lock counts as
-// lost, before Redis would let another holder take it.
+// The watchdog exits when that context ends (Release waits for it). A loss is
+// noticed at the next renewal, so within TTL/3 plus one round trip. Each
+// renewal is bounded by the lock's expiry (TTL after the last successful
+// renewal was sent, minus a small allowance for clock drift), and transient
+// Redis errors are retried with backoff until then; a lock not renewed by
+// then counts as lost, before Redis would let another holder take it.
 //
-// Call Watch once per acquisition. A later call shares the running watchdog,
-// which the first call's ctx still bounds, and returns a context that is also
-// cancelled on loss and on Release; if that watchdog has exited (its ctx
-// ended), the call starts a new one. After Release, or once the lock is lost,
-// Watch returns a cancelled context.
+// Each call starts its own watchdog, so a lock watched twice stays renewed
+// while either context lives, and each context ends on its own ctx, on loss
+// and on Release, whatever becomes of the other. (Both renew: watch once per
+// acquisition where you can.) After Release, or once the lock is lost, Watch
+// returns a cancelled context.
 func (l *Lock) Watch(ctx context.Context) context.Context {
 	wctx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
@@ -47,11 +47,16 @@ func (l *Lock) Watch(ctx context.Context) context.Context {
 		return wctx
 	}
 	l.watchers = append(l.watchers, cancel)
-	if l.dog == nil || l.dog.exited() {
-		l.dog = &watchdog{done: make(chan struct{})}
-		go l.watch(wctx, l.dog.done)
-	}
+	dog := &watchdog{done: make(chan struct{})}
+	l.addDog(dog)
+	go l.watch(wctx, dog.done)
 	return wctx
+}
+
+// addDog records a watchdog for Release to wait for, forgetting those that
+// have exited. The caller holds l.mu.
+func (l *Lock) addDog(dog *watchdog) {
+	l.dogs = append(slices.DeleteFunc(l.dogs, (*watchdog).exited), dog)
 }
 
 func (w *watchdog) exited() bool {
@@ -114,10 +119,17 @@ func (l *Lock) lease() (time.Duration, time.Time) {
 	return l.ttl, l.renewedAt
 }
 
-// deadline is when the lock must be assumed expired: TTL after the last
-// successful SET or PEXPIRE was sent, less 1% and 2ms for clock drift between
-// this process and Redis.
+// deadline is when the lock must be assumed expired (see expiry).
 func (l *Lock) deadline() time.Time {
-	ttl, renewedAt := l.lease()
-	return renewedAt.Add(ttl - ttl/100 - 2*time.Millisecond)
+	return expiry(l.lease())
+}
+
+// expiry is when a lock set or renewed for ttl by a call sent at sent must be
+// assumed expired: Redis expires it ttl after it ran the call, so no earlier
+// than sent+ttl by its clock; 1% and 2ms (as Redlock) allow for drift between
+// this clock and Redis's. A call that guards a lock is bounded by it: a reply
+// later than that is worthless (the go-redis client must honour context
+// deadlines, see dial.Redis).
+func expiry(ttl time.Duration, sent time.Time) time.Time {
+	return sent.Add(ttl - ttl/100 - 2*time.Millisecond)
 }

@@ -17,21 +17,21 @@ import (
 // when ctx ends. Do the work that needs the locks under it.
 //
 // Each lock keeps the guarantees of Watch: a loss is noticed at the next
-// renewal, so within TTL/3 plus one round trip; transient Redis errors are
-// retried with backoff until a lock would expire, and then that lock counts as
-// lost. The watchdog exits when the returned context ends, whatever the
-// reason; Release and ReleaseMany wait for it. A lock that already has a
-// running watchdog of its own keeps it. The locks must come from c.
+// renewal, so within TTL/3 plus one round trip; renewals are bounded by the
+// first expiry among the locks, and transient Redis errors are retried with
+// backoff until a lock would expire, and then that lock counts as lost. The
+// watchdog exits when the returned context ends, whatever the reason; Release
+// and ReleaseMany wait for it. Other watchers of the same locks keep their own
+// watchdogs (see Watch). The locks must come from c.
 func (c *Client) WatchMany(ctx context.Context, locks []*Lock) context.Context {
 	wctx, cancel := context.WithCancelCause(ctx)
-	registered := false
+	dog := &watchdog{done: make(chan struct{})}
+	var mine []*Lock
 	defer func() {
-		if !registered { // nothing can end it: end it now
+		if len(mine) == 0 { // nothing can end it: end it now
 			cancel(errNothingToWatch)
 		}
 	}()
-	dog := &watchdog{done: make(chan struct{})}
-	var mine []*Lock
 	for _, l := range locks {
 		if l.client != c {
 			cancel(fmt.Errorf("lock: watch %s: lock of another client", l.key))
@@ -45,17 +45,16 @@ func (c *Client) WatchMany(ctx context.Context, locks []*Lock) context.Context {
 			cancel(ErrNotHeld)
 		default:
 			l.watchers = append(l.watchers, cancel)
-			registered = true
-			if l.dog == nil || l.dog.exited() {
-				l.dog = dog
-				mine = append(mine, l)
-			}
+			l.addDog(dog)
+			mine = append(mine, l)
 		}
 		l.mu.Unlock()
 	}
-	// Started even when wctx has already ended, so that dog.done, which the
-	// locks now refer to, is closed.
-	go c.watchMany(wctx, mine, dog.done)
+	if len(mine) > 0 {
+		// Started even when wctx has already ended, so that dog.done, which
+		// the locks now refer to, is closed.
+		go c.watchMany(wctx, mine, dog.done)
+	}
 	return wctx
 }
 
@@ -64,9 +63,6 @@ var errNothingToWatch = errors.New("lock: no lock to watch")
 
 func (c *Client) watchMany(ctx context.Context, locks []*Lock, done chan<- struct{}) {
 	defer close(done)
-	if len(locks) == 0 {
-		return
-	}
 	timer := time.NewTimer(time.Until(nextRenewal(locks)))
 	defer timer.Stop()
 	var retry backoff
