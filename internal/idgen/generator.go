@@ -130,8 +130,9 @@ func (g *Generator) NextIDs(dst []ID) error {
 }
 
 // reserve claims up to want consecutive sequence numbers of one millisecond.
-// The clock is checked before the sequence is touched; waits happen outside
-// any critical section (there is none) and count against MaxWait.
+// The clock and the lease are checked before the sequence is touched; waits
+// happen outside any critical section (there is none) and count against
+// MaxWait.
 func (g *Generator) reserve(want int) (ms, seq int64, n int, err error) {
 	var waited time.Duration
 	for {
@@ -168,15 +169,28 @@ func (g *Generator) reserve(want int) (ms, seq int64, n int, err error) {
 		default:
 			seq = 0
 		}
+		// A refused call issues nothing, so it must not move the state: a
+		// clock glitch past the lease would otherwise leave the generator
+		// refusing for the glitch's length after the clock came back.
+		w, refused := g.checkLease(now, ms)
+		if refused != nil {
+			return 0, 0, 0, refused
+		}
 		n64 := min(int64(want), MaxSequence+1-seq)
-		if !g.state.CompareAndSwap(old, ms<<SequenceBits|(seq+n64-1)) {
+		next := ms<<SequenceBits | (seq + n64 - 1)
+		if !g.state.CompareAndSwap(old, next) {
 			continue
 		}
-		// The lease is checked after the reservation: Release first
-		// invalidates the lease, then reads state, so it sees every
-		// millisecond reserved under a valid lease (see Lease.Release).
-		if err := g.checkLease(now, ms); err != nil {
-			return 0, 0, 0, err
+		// Release first invalidates the window, then reads the state: a
+		// window still in place after the compare-and-swap means Release
+		// sees this reservation (see Lease.releaseLocked). A changed window
+		// is checked again, and a refusal undone unless a later call has
+		// already built on it.
+		if g.lease != nil && g.lease.window.Load() != w {
+			if _, refused := g.checkLease(now, ms); refused != nil {
+				g.state.CompareAndSwap(next, old)
+				return 0, 0, 0, refused
+			}
 		}
 		return ms, seq, int(n64), nil
 	}
@@ -192,10 +206,11 @@ func (g *Generator) wait(d, waited time.Duration) (time.Duration, error) {
 }
 
 // checkLease is one atomic load and a few comparisons: no Redis round trip
-// per ID. Renewal keeps the window fresh in the background (Lease.Run).
-func (g *Generator) checkLease(now time.Time, ms int64) error {
+// per ID. Renewal keeps the window fresh in the background (Lease.Run). It
+// returns the window it checked.
+func (g *Generator) checkLease(now time.Time, ms int64) (*window, error) {
 	if g.lease == nil {
-		return nil
+		return nil, nil
 	}
 	w := g.lease.window.Load()
 	var why string
@@ -209,10 +224,10 @@ func (g *Generator) checkLease(now time.Time, ms int64) error {
 	case ms > w.maxMs:
 		why = "clock past the high-water mark the lease covers " + fmtMs(w.maxMs)
 	default:
-		return nil
+		return w, nil
 	}
 	g.m.leaseRefusals.Inc()
-	return fmt.Errorf("%w: worker %d: %s", ErrLeaseNotValid, g.workerID, why)
+	return w, fmt.Errorf("%w: worker %d: %s", ErrLeaseNotValid, g.workerID, why)
 }
 
 // lastMs is the newest millisecond reserved (or -1 if none).

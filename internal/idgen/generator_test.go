@@ -344,3 +344,59 @@ func counterValue(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A call the lease refuses issues nothing, so it must leave the generator as
+// if it never happened: once the cause is gone, the next call continues the
+// same millisecond's sequence, without waiting and without a backward-clock
+// refusal (a forward glitch used to move the newest millisecond ahead).
+func TestRefusedCallLeavesNoTrace(t *testing.T) {
+	base := testStart.UnixMilli() - EpochUnixMilli
+	good := window{validUntil: testStart.Add(time.Second), minMs: base - 1000, maxMs: base + 1000}
+	tests := []struct {
+		name    string
+		refuse  func(fc *fakeClock, l *Lease)
+		restore func(fc *fakeClock, l *Lease)
+	}{
+		{"clock jumps past the deadline", func(fc *fakeClock, _ *Lease) { fc.Add(time.Hour) }, func(fc *fakeClock, _ *Lease) { fc.Add(-time.Hour) }},
+		{"clock jumps past the mark", func(fc *fakeClock, l *Lease) {
+			w := good
+			w.validUntil = testStart.Add(time.Hour)
+			l.window.Store(&w)
+			fc.Add(2 * time.Second)
+		}, func(fc *fakeClock, l *Lease) { fc.Add(-2 * time.Second); l.window.Store(&good) }},
+		{"lease not held", func(_ *fakeClock, l *Lease) { l.window.Store(nil) }, func(_ *fakeClock, l *Lease) { l.window.Store(&good) }},
+		{"before the previous holder's mark", func(_ *fakeClock, l *Lease) {
+			w := good
+			w.minMs = base
+			l.window.Store(&w)
+		}, func(_ *fakeClock, l *Lease) { l.window.Store(&good) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := newFakeClock(testStart) // does not move unless told
+			lease := &Lease{workerID: 3, clock: fc}
+			lease.window.Store(&good)
+			g := newTestGenerator(t, 3, Options{Lease: lease})
+			first := mustNext(t, g)
+			tt.refuse(fc, lease)
+			if id, err := g.NextID(); !errors.Is(err, ErrLeaseNotValid) {
+				t.Fatalf("NextID = %d, %v; want ErrLeaseNotValid", id, err)
+			}
+			batch := make([]ID, 3)
+			if err := g.NextIDs(batch); !errors.Is(err, ErrLeaseNotValid) {
+				t.Fatalf("NextIDs = %v; want ErrLeaseNotValid", err)
+			}
+			tt.restore(fc, lease)
+			id, err := g.NextID()
+			if err != nil {
+				t.Fatalf("NextID once the cause is gone: %v", err)
+			}
+			if id != first+1 {
+				t.Fatalf("NextID = %d (%+v), want %d: the refused calls moved the generator", id, Decode(id), first+1)
+			}
+			if sleeps, _, _ := fc.stats(); sleeps != 0 {
+				t.Fatalf("slept %d times", sleeps)
+			}
+		})
+	}
+}

@@ -99,7 +99,8 @@ func (l *Lease) publish(sent time.Time, hwmUnix int64) {
 func (l *Lease) releaseLocked(ctx context.Context) error {
 	// Invalidate first, then read the generator's state: a call that saw the
 	// window valid reserved its millisecond before this point (Generator.reserve
-	// checks the lease after its compare-and-swap), so lastMs covers it.
+	// checks the window is unchanged after its compare-and-swap), so lastMs
+	// covers it.
 	l.window.Store(nil)
 	if l.value == "" {
 		return nil
