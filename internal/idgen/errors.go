@@ -6,22 +6,25 @@ import (
 	"time"
 )
 
+// Every error NextID and NextIDs return is an outage: Outage() reports true
+// (internal/failure classifies errors by it), because a clock or lease
+// refusal describes this server, never the message that asked for an ID.
 var (
 	// ErrClockBackward: the clock is further behind the newest issued ID than
 	// Options.MaxBackwardWait. Returned at once, as a *ClockBackwardError, so
 	// the caller can retry elsewhere (another worker, later) instead of blocking.
-	ErrClockBackward = errors.New("idgen: clock moved backward")
+	ErrClockBackward error = outage("idgen: clock moved backward")
 	// ErrTimeExhausted: the clock is past the last millisecond the 41 time bits
 	// can hold (in 2093). Never a wrapped or negative ID instead.
-	ErrTimeExhausted = errors.New("idgen: timestamp bits exhausted")
+	ErrTimeExhausted error = outage("idgen: timestamp bits exhausted")
 	// ErrClockBeforeEpoch: the clock reads before 2024-01-01.
-	ErrClockBeforeEpoch = errors.New("idgen: clock before epoch")
+	ErrClockBeforeEpoch error = outage("idgen: clock before epoch")
 	// ErrClockStalled: one call waited longer than Options.MaxWait for the
 	// clock to move on.
-	ErrClockStalled = errors.New("idgen: clock did not advance")
+	ErrClockStalled error = outage("idgen: clock did not advance")
 	// ErrLeaseNotValid: the generator's worker lease is lost, expired or not yet
 	// usable, or the clock is outside the time range the lease covers.
-	ErrLeaseNotValid = errors.New("idgen: worker lease not valid")
+	ErrLeaseNotValid error = outage("idgen: worker lease not valid")
 	// ErrWorkerHeld: another live holder has the worker ID (see *HeldError).
 	ErrWorkerHeld = errors.New("idgen: worker ID held by another holder")
 	// ErrStartWaitTooLong: the previous holders' high-water mark is too far
@@ -30,6 +33,14 @@ var (
 	// ErrLeaseNotHeld: Release found the lease key no longer ours.
 	ErrLeaseNotHeld = errors.New("idgen: lease not held")
 )
+
+// outage is a sentinel error of this server's clock or lease.
+type outage string
+
+func (e outage) Error() string { return string(e) }
+
+// Outage reports true: see the errors of NextID.
+func (outage) Outage() bool { return true }
 
 // ClockBackwardError says how far the clock is behind the newest issued ID:
 // the time it would have to wait. errors.Is(err, ErrClockBackward) holds.
@@ -43,6 +54,9 @@ func (e *ClockBackwardError) Error() string {
 
 // Is makes errors.Is(err, ErrClockBackward) true.
 func (e *ClockBackwardError) Is(target error) bool { return target == ErrClockBackward }
+
+// Outage reports true: the clock stepped back describes this server.
+func (e *ClockBackwardError) Outage() bool { return true }
 
 // HeldError names the live holder of a worker ID. errors.Is(err, ErrWorkerHeld) holds.
 type HeldError struct {

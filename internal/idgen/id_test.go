@@ -4,6 +4,7 @@ import (
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,22 @@ func TestErrorsClassify(t *testing.T) {
 	sw := error(&StartWaitError{WorkerID: 1, HighWater: since, Wait: time.Hour, Max: 3 * time.Second})
 	if !errors.Is(sw, ErrStartWaitTooLong) || !contains(sw.Error(), "2026-01-02T03:04:05Z") {
 		t.Fatalf("StartWaitError: %v", sw)
+	}
+	// What NextID refuses with describes this server: internal/failure's
+	// outage classifier finds it through any wrapping.
+	for _, err := range []error{
+		fmt.Errorf("ledger: ids: %w", &ClockBackwardError{By: time.Second}),
+		fmt.Errorf("%w: worker 3: not held", ErrLeaseNotValid),
+		fmt.Errorf("%w: one call would wait 2s", ErrClockStalled),
+		ErrClockBeforeEpoch, ErrTimeExhausted,
+	} {
+		var o interface{ Outage() bool }
+		if !errors.As(err, &o) || !o.Outage() {
+			t.Errorf("%v is not an outage", err)
+		}
+	}
+	if errors.Is(ErrLeaseNotValid, ErrClockStalled) {
+		t.Fatal("sentinels compare equal")
 	}
 }
 
