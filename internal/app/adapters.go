@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/deduct"
-	"github.com/quotaflow/billing/internal/failure"
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/lock"
@@ -80,12 +79,11 @@ type ledgerIDs struct {
 	gen *idgen.Generator
 }
 
-// NextIDs fills dst. A refusal (clock stepped back, lease lapsed) is an
-// outage: IDs never depend on the events they are for.
+// NextIDs fills dst. Its refusals are outages by idgen's own errors (Outage() true).
 func (l ledgerIDs) NextIDs(dst []int64) error {
 	ids := make([]idgen.ID, len(dst))
 	if err := l.gen.NextIDs(ids); err != nil {
-		return failure.Outage(err)
+		return err
 	}
 	for i, id := range ids {
 		dst[i] = int64(id)
