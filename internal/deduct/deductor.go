@@ -8,14 +8,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/quotaflow/billing/internal/failure"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // ErrLockLost: a merchant lock was lost during the batch (a fenced script
 // found another token, or the lock's context ended). Transient: nothing of the
-// batch may be assumed done; apply it again.
-var ErrLockLost = errors.New("deduct: merchant lock lost")
+// batch may be assumed done; apply it again. A lost lock is never a message's
+// fault (Redis failed over, went silent, or the worker stalled), so it is an
+// outage: retried without counting attempts, never dead-lettered.
+var ErrLockLost = failure.Outage(errors.New("deduct: merchant lock lost"))
 
 // Locker takes a merchant's lock, waiting while another holder has it.
 type Locker interface {
