@@ -2,6 +2,7 @@ package deduct
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -120,4 +121,19 @@ func TestRunAllFallsBackToEval(t *testing.T) {
 	if ok, err := s.Exists(ctx, r.Client).Result(); err != nil || !ok[0] {
 		t.Errorf("script not cached after the fallback: %v %v", ok, err)
 	}
+}
+
+// A lost lock is never a message's fault: the consumer retries it without
+// counting attempts.
+func TestLockLostIsAnOutage(t *testing.T) {
+	err := lockCause(lostCtx(), errors.New("commit: context canceled"))
+	if !errors.Is(err, ErrLockLost) || !failure.IsOutage(err) {
+		t.Fatalf("%v: ErrLockLost %v, outage %v", err, errors.Is(err, ErrLockLost), failure.IsOutage(err))
+	}
+}
+
+func lostCtx() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(fmt.Errorf("%w: merchant m-a", ErrLockLost))
+	return ctx
 }
