@@ -1,0 +1,109 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// NewAsyncKafkaWriter is NewKafkaWriter made asynchronous: WriteMessages
+// only hands messages to the partitions' batches and returns, so a producer on
+// a schedule never waits for the previous batch. completion is called from the
+// writer's goroutines with each batch's outcome; Close flushes what is pending
+// and returns after the last completion.
+func NewAsyncKafkaWriter(brokers []string, topic string, transport *kafka.Transport, completion func(msgs []kafka.Message, err error)) *kafka.Writer {
+	w := NewKafkaWriter(brokers, topic, transport)
+	w.Async = true
+	w.Completion = completion
+	return w
+}
+
+// ScheduleStats is what ProduceOnSchedule handed to the writer.
+type ScheduleStats struct {
+	Summary Summary
+	// MaxLag is the longest a message waited past its due time before it was
+	// handed to the writer: the producer's own delay, zero when it kept up.
+	MaxLag time.Duration
+	// Elapsed is from the schedule's start to the last hand-over.
+	Elapsed time.Duration
+}
+
+// ProduceOnSchedule writes total messages of g's stream to w on an absolute
+// schedule: message k is due at its occurred_at, g.Config().Start + k*Step,
+// and is handed over at that time (a late producer catches up at once, never
+// stretching the schedule). Paced, each message's occurred_at is its produce
+// time, so the ledger's created_at minus occurred_at is produce->ledger
+// latency, the producer's lag included. With unpaced, every message is due at
+// once and goes out in chunks as fast as g makes them (a preload).
+//
+// w should be asynchronous (NewAsyncKafkaWriter): a synchronous writer makes
+// every chunk wait for the broker, and the producer falls behind. What was
+// acknowledged is the writer's completion's to count.
+func ProduceOnSchedule(ctx context.Context, w MessageWriter, g *Generator, total int, unpaced bool) (ScheduleStats, error) {
+	cfg := g.Config()
+	start, step := cfg.Start, cfg.Step
+	var st ScheduleStats
+	batch := make([]kafka.Message, 0, DefaultChunk)
+	for sent := 0; sent < total; {
+		now := time.Now()
+		due := total
+		if !unpaced {
+			due = min(total, dueBy(start, step, now))
+		}
+		if due <= sent {
+			// At least a tick between hand-overs: at 10,000/s one call per
+			// message would cost more than the messages.
+			next := start.Add(step * time.Duration(sent))
+			if next.Before(now.Add(minTick)) {
+				next = now.Add(minTick)
+			}
+			if err := sleepUntil(ctx, next); err != nil {
+				return st, err
+			}
+			continue
+		}
+		batch = batch[:0]
+		for range min(due-sent, DefaultChunk) {
+			m := g.Next()
+			st.Summary.Add(m)
+			batch = append(batch, kafka.Message{Key: m.Key, Value: m.Value})
+		}
+		if !unpaced {
+			st.MaxLag = max(st.MaxLag, now.Sub(start.Add(step*time.Duration(sent))))
+		}
+		if err := w.WriteMessages(ctx, batch...); err != nil {
+			return st, fmt.Errorf("workload: hand %d messages to the writer after %d: %w", len(batch), sent, err)
+		}
+		sent += len(batch)
+		st.Elapsed = time.Since(start)
+	}
+	return st, nil
+}
+
+// minTick is the shortest sleep of a paced producer; a message waits at most
+// about this long past its due time.
+const minTick = time.Millisecond
+
+// dueBy is how many messages of the schedule are due at now.
+func dueBy(start time.Time, step time.Duration, now time.Time) int {
+	if now.Before(start) {
+		return 0
+	}
+	if step <= 0 {
+		return int(^uint(0) >> 1)
+	}
+	return int(now.Sub(start)/step) + 1
+}
+
+func sleepUntil(ctx context.Context, at time.Time) error {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
