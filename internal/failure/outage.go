@@ -81,8 +81,8 @@ func IsOutage(err error) bool {
 }
 
 // MySQL and MariaDB error numbers, kept here so that every package names
-// them from one list. All of them describe the server (its schema, its mode,
-// its limits, its locks), never the values of a statement: see mysqlOutage.
+// them from one list. These describe the server (its schema, its mode, its
+// limits, its locks), never the values of a statement: see mysqlOutage.
 const (
 	MySQLDiskFull                 = 1021 // ER_DISK_FULL
 	MySQLTooManyConnections       = 1040 // ER_CON_COUNT_ERROR
@@ -111,6 +111,21 @@ const (
 	MySQLStatementTimeout         = 1969 // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
 	MySQLQueryTimeout             = 3024 // ER_QUERY_TIMEOUT (MySQL max_execution_time)
 	MySQLClientInteractionTimeout = 4031 // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
+)
+
+// These describe a statement's values: a duplicate key, or a value a column
+// refuses.
+const (
+	MySQLNotNull         = 1048 // ER_BAD_NULL_ERROR
+	MySQLDupEntry        = 1062 // ER_DUP_ENTRY
+	MySQLOutOfRange      = 1264 // ER_WARN_DATA_OUT_OF_RANGE
+	MySQLTruncated       = 1265 // WARN_DATA_TRUNCATED
+	MySQLBadDatetime     = 1292 // ER_TRUNCATED_WRONG_VALUE
+	MySQLIncorrectValue  = 1366 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD
+	MySQLDataTooLong     = 1406 // ER_DATA_TOO_LONG
+	MySQLValueOutOfRange = 1690 // ER_DATA_OUT_OF_RANGE: BIGINT overflow in an expression
+	MySQLCheckMySQL      = 3819 // ER_CHECK_CONSTRAINT_VIOLATED (MySQL 8)
+	MySQLCheckMariaDB    = 4025 // ER_CONSTRAINT_FAILED (MariaDB)
 )
 
 // MySQLNumber returns the number of the MySQL error err wraps, or 0.

@@ -94,7 +94,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 		case guard != nil:
 			return guard
 		}
-		if attempt >= s.opts.Attempts {
+		if attempt >= attempts {
 			return fmt.Errorf("ledger: gave up after %d attempts: the balance guard refused the batch but every balance covers it", attempt)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
+
+	"github.com/quotaflow/billing/internal/failure"
 )
 
 // Sentinel errors; use errors.Is.
@@ -67,45 +69,15 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrRefused) hold.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
-// MySQL and MariaDB error numbers.
-const (
-	errLockWaitTimeout = 1205
-	errDeadlock        = 1213
-	errDupEntry        = 1062
-	errDataTooLong     = 1406
-	errOutOfRange      = 1264
-	errTruncated       = 1265
-	errIncorrectValue  = 1366
-	errBadDatetime     = 1292
-	errNotNull         = 1048
-	errValueOutOfRange = 1690 // BIGINT overflow in an expression
-	errCheckMySQL      = 3819 // MySQL 8 check constraint
-	errCheckMariaDB    = 4025 // MariaDB CONSTRAINT ... failed
-)
-
-func mysqlNumber(err error) uint16 {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number
-	}
-	return 0
-}
-
-// retryable reports a deadlock or a lock wait timeout: the whole transaction
-// may simply be tried again.
-func retryable(err error) bool {
-	n := mysqlNumber(err)
-	return n == errDeadlock || n == errLockWaitTimeout
-}
-
 func duplicate(err error) bool {
-	return mysqlNumber(err) == errDupEntry || errors.Is(err, gorm.ErrDuplicatedKey)
+	return failure.MySQLNumber(err) == failure.MySQLDupEntry || errors.Is(err, gorm.ErrDuplicatedKey)
 }
 
 func refused(err error) bool {
-	switch mysqlNumber(err) {
-	case errDataTooLong, errOutOfRange, errTruncated, errIncorrectValue, errBadDatetime,
-		errNotNull, errValueOutOfRange, errCheckMySQL, errCheckMariaDB:
+	switch failure.MySQLNumber(err) {
+	case failure.MySQLDataTooLong, failure.MySQLOutOfRange, failure.MySQLTruncated, failure.MySQLIncorrectValue,
+		failure.MySQLBadDatetime, failure.MySQLNotNull, failure.MySQLValueOutOfRange, failure.MySQLCheckMySQL,
+		failure.MySQLCheckMariaDB:
 		return true
 	}
 	return errors.Is(err, gorm.ErrCheckConstraintViolated)

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -47,10 +48,10 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestRetryable(t *testing.T) {
+func TestContention(t *testing.T) {
 	for n, want := range map[uint16]bool{1213: true, 1205: true, 1062: false, 2006: false} {
-		if got := retryable(&mysql.MySQLError{Number: n}); got != want {
-			t.Errorf("retryable(%d) = %v, want %v", n, got, want)
+		if got := contention(fmt.Errorf("commit: %w", &mysql.MySQLError{Number: n})); got != want {
+			t.Errorf("contention(%d) = %v, want %v", n, got, want)
 		}
 	}
 }

@@ -86,12 +86,9 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 // locked by nobody else while their merchants' Redis locks hold, so this
 // costs no wait in the normal case.
 func balancesInTx(tx *gorm.DB, merchants []string) ([]Balance, error) {
-	args := make([]any, len(merchants))
-	for i, m := range merchants {
-		args[i] = m
-	}
+	in, args := InList(merchants)
 	bals := make([]Balance, 0, len(merchants))
-	err := queryRaw(tx, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+list(len(args))+") LOCK IN SHARE MODE",
+	err := queryRaw(tx, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
 		args, func(rows *sql.Rows) error {
 			var b Balance
 			if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited); err != nil {

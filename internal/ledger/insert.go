@@ -7,14 +7,14 @@ import (
 )
 
 // insertColumns are the columns of quota_ledger that insert writes, in the
-// order of insertStatement's values.
+// order of InsertStatement's values.
 const insertColumns = "id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at"
 
 // insert writes rows with multi-row INSERTs of at most InsertChunk rows each.
 func (s *Store) insert(tx *gorm.DB, rows []Row) error {
 	for off := 0; off < len(rows); off += s.opts.InsertChunk {
 		chunk := rows[off:min(off+s.opts.InsertChunk, len(rows))]
-		query, args := insertStatement(chunk)
+		query, args := InsertStatement(chunk)
 		if _, err := execRaw(tx, query, args); err != nil {
 			return &chunkError{offset: off, err: err}
 		}
@@ -22,8 +22,9 @@ func (s *Store) insert(tx *gorm.DB, rows []Row) error {
 	return nil
 }
 
-// insertStatement is one INSERT of rows, with placeholders.
-func insertStatement(rows []Row) (string, []any) {
+// InsertStatement is one INSERT of rows into quota_ledger, with placeholders,
+// and its arguments: every column is written, ID and CreatedAt included.
+func InsertStatement(rows []Row) (string, []any) {
 	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	var b strings.Builder
 	b.Grow(len("INSERT INTO quota_ledger () VALUES ") + len(insertColumns) + len(rows)*(len(tuple)+2))

@@ -14,12 +14,9 @@ func (s *Store) ExistingEvents(ctx context.Context, eventIDs []string) (map[stri
 	if len(eventIDs) == 0 {
 		return out, nil
 	}
-	args := make([]any, len(eventIDs))
-	for i, id := range eventIDs {
-		args[i] = id
-	}
+	in, args := InList(eventIDs)
 	err := queryRaw(s.db.WithContext(ctx),
-		"SELECT id, event_id, merchant_id, kind, amount, balance_after FROM quota_ledger WHERE event_id IN ("+list(len(args))+")",
+		"SELECT id, event_id, merchant_id, kind, amount, balance_after FROM quota_ledger WHERE event_id IN ("+in+")",
 		args, func(rows *sql.Rows) error {
 			var r Row
 			var kind string

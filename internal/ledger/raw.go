@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"database/sql"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -74,12 +73,4 @@ func trace(db *gorm.DB, start time.Time, query string, args []any, rows int64, e
 		}
 		return db.Dialector.Explain(q, vars...), rows
 	}, err)
-}
-
-// list is n placeholders, comma separated: "?, ?, ?".
-func list(n int) string {
-	if n <= 0 {
-		return ""
-	}
-	return strings.Repeat("?, ", n-1) + "?"
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -17,12 +18,6 @@ type IDSource interface {
 
 // Options tunes a Store. The zero value is valid.
 type Options struct {
-	// Attempts is how many times a transaction is tried when MySQL reports a
-	// deadlock or a lock wait timeout (default 5).
-	Attempts int
-	// Backoff is the first pause between attempts; it doubles each time, with
-	// jitter (default 5ms).
-	Backoff time.Duration
 	// InsertChunk is the most rows one INSERT statement carries (default 1000).
 	InsertChunk int
 	// MaxRowsInFlight bounds the ledger rows that this Store's Commit
@@ -38,12 +33,6 @@ type Options struct {
 }
 
 func (o *Options) setDefaults() {
-	if o.Attempts <= 0 {
-		o.Attempts = 5
-	}
-	if o.Backoff <= 0 {
-		o.Backoff = 5 * time.Millisecond
-	}
 	if o.InsertChunk <= 0 {
 		o.InsertChunk = 1000
 	}
@@ -127,4 +116,19 @@ func (s *Store) assignIDs(rows []Row, fresh []bool) error {
 		}
 	}
 	return nil
+}
+
+// inTx runs fn in a transaction, again after a deadlock or a lock wait
+// timeout (RetryDeadlocks; InnoDB rolls a deadlock victim back whole, a
+// timed-out statement is rolled back here). Each attempt is bounded by
+// MaxTxAge.
+func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return RetryDeadlocks(ctx, s.metrics.deadlockRetries.Inc, func() error {
+		start := time.Now()
+		tctx, cancel := context.WithTimeout(ctx, MaxTxAge)
+		defer cancel()
+		err := s.db.WithContext(tctx).Transaction(fn)
+		s.metrics.txSeconds.Observe(time.Since(start).Seconds())
+		return err
+	})
 }

@@ -1,0 +1,59 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+func TestRetryDeadlocks(t *testing.T) {
+	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}
+	other := errors.New("bad value")
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		errs    []error // fn's answers, in turn; nil after the last
+		calls   int
+		is      error
+		message string
+	}{
+		{name: "first try", errs: nil, calls: 1},
+		{name: "after two deadlocks", errs: []error{deadlock, deadlock}, calls: 3},
+		{name: "another error at once", errs: []error{other, deadlock}, calls: 1, is: other},
+		{name: "deadlocks to the end", errs: []error{deadlock, deadlock, deadlock, deadlock, deadlock, deadlock}, calls: 5, is: deadlock, message: "gave up after 5 attempts"},
+		{name: "cancelled", ctx: cancelled, errs: []error{deadlock}, calls: 1, is: context.Canceled, message: "Deadlock found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := tc.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			calls, retries := 0, 0
+			err := RetryDeadlocks(ctx, func() { retries++ }, func() error {
+				calls++
+				if calls <= len(tc.errs) {
+					return tc.errs[calls-1]
+				}
+				return nil
+			})
+			if calls != tc.calls || retries != calls-1 {
+				t.Errorf("%d calls, %d retries; want %d calls", calls, retries, tc.calls)
+			}
+			if (tc.is == nil) != (err == nil) || (tc.is != nil && !errors.Is(err, tc.is)) || !strings.Contains(errString(err), tc.message) {
+				t.Errorf("error %v, want %v containing %q", err, tc.is, tc.message)
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
