@@ -1,0 +1,288 @@
+// Package load measures the billing system black-box: the real billing-worker
+// binary as separate processes, fed from a broker (embedded kfake or a real
+// one), against the local MariaDB and Redis, each run on a database, key
+// prefix and topics of its own (removed afterwards).
+//
+// A run grants quota to the merchants (enough that nothing is rejected),
+// optionally pre-fills the ledger, then either preloads every event and times
+// the workers from their start to the last ledger row, or produces on an
+// absolute schedule while they run and reads produce->ledger latency from
+// the ledger. CPU per event comes from /proc/<pid>/stat of each process,
+// memory from /proc/<pid>/status and the workers' /metrics; the row-lock
+// baseline is internal/bench's rowlock strategy, in the same run.
+package load
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// Options of a load run.
+type Options struct {
+	WorkerBinary string // the billing-worker executable (required)
+	Workers      int    // processes in one consumer group (default 1)
+	// BaseEnv is the workers' environment before Run sets brokers, topics,
+	// group, Redis, MySQL, HTTP_ADDR, IDGEN_WORKER_ID and LOG_LEVEL;
+	// WorkerEnv (KEY=VALUE) comes after them and wins (tuning: WORKER_BATCH_SIZE=512).
+	BaseEnv        []string
+	WorkerEnv      []string
+	WorkerLogLevel string // default warn
+
+	MySQLDSN   string                // any DSN of the server: the run creates its own database
+	Redis      redis.UniversalClient // required: the run's keys are deleted through it
+	RedisAddrs []string              // REDIS_ADDR of the workers
+	KeyPrefix  string                // start of the run's Redis prefix (default "load:")
+	Brokers    []string              // empty: a broker embedded in this process
+	Partitions int                   // of the payment topic (default 6)
+
+	Merchants int     // default 1000
+	Hot       float64 // share of the events of merchant m-000000; 0: uniform
+	Events    int     // default 200,000
+	Seed      uint64
+	// LedgerRows pre-fills quota_ledger with this many debit rows (and
+	// merchant_balance to match) before the run: the growth figure.
+	LedgerRows int
+	// Rate, when positive, produces on an absolute schedule (events/s) while
+	// the workers run, instead of preloading; latency is measured then.
+	Rate float64
+	// Warmup: events due in the first Warmup of a paced schedule count for
+	// throughput but not for latency (cold caches, hydration). Default 2s.
+	Warmup time.Duration
+	// BaselineEvents for the rowlock baseline; 0 skips it.
+	BaselineEvents int
+
+	SampleEvery time.Duration // memory samples (default 1s)
+	// Stall fails the run when the ledger does not move for this long while
+	// events are outstanding (default 60s); Timeout bounds the whole run
+	// (default 30m).
+	Stall   time.Duration
+	Timeout time.Duration
+	Log     *zap.Logger // progress; default none
+}
+
+// Defaults of Options.
+const (
+	DefaultMerchants      = 1000
+	DefaultEvents         = 200_000
+	DefaultPartitions     = 6
+	DefaultBaselineEvents = 20_000
+)
+
+func (o *Options) setDefaults() {
+	if o.Workers == 0 {
+		o.Workers = 1
+	}
+	if o.WorkerLogLevel == "" {
+		o.WorkerLogLevel = "warn"
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "load:"
+	}
+	if o.Partitions == 0 {
+		o.Partitions = DefaultPartitions
+	}
+	if o.Merchants == 0 {
+		o.Merchants = DefaultMerchants
+	}
+	if o.Events == 0 {
+		o.Events = DefaultEvents
+	}
+	if o.Warmup == 0 {
+		o.Warmup = 2 * time.Second
+	}
+	if o.SampleEvery == 0 {
+		o.SampleEvery = time.Second
+	}
+	if o.Stall == 0 {
+		o.Stall = time.Minute
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+}
+
+// Validate reports every bad option at once.
+func (o Options) Validate() error {
+	var errs []error
+	if st, err := os.Stat(o.WorkerBinary); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		errs = append(errs, fmt.Errorf("worker binary %q is not an executable file", o.WorkerBinary))
+	}
+	if o.Workers < 1 || o.Workers > 64 {
+		errs = append(errs, fmt.Errorf("workers %d: 1..64", o.Workers))
+	}
+	if _, err := mysql.ParseDSN(o.MySQLDSN); err != nil {
+		errs = append(errs, fmt.Errorf("MySQL DSN: %w", err))
+	}
+	if o.Redis == nil || len(o.RedisAddrs) == 0 {
+		errs = append(errs, errors.New("no Redis client or address"))
+	}
+	if strings.ContainsAny(o.KeyPrefix, "{}") {
+		errs = append(errs, fmt.Errorf("key prefix %q: no braces", o.KeyPrefix))
+	}
+	if o.Partitions < 1 || o.Partitions > 64 {
+		errs = append(errs, fmt.Errorf("partitions %d: 1..64", o.Partitions))
+	}
+	if o.Merchants < 1 || o.Merchants > 1_000_000 {
+		errs = append(errs, fmt.Errorf("merchants %d: 1..1000000", o.Merchants))
+	}
+	if o.Hot < 0 || o.Hot > 1 {
+		errs = append(errs, fmt.Errorf("hot %v: 0..1", o.Hot))
+	}
+	if o.Events < 1 || o.LedgerRows < 0 || o.BaselineEvents < 0 {
+		errs = append(errs, fmt.Errorf("events %d, ledger rows %d, baseline events %d: events positive, the others not negative", o.Events, o.LedgerRows, o.BaselineEvents))
+	}
+	if o.Rate < 0 || o.Rate > 1e6 {
+		errs = append(errs, fmt.Errorf("rate %v: 0 (preload) or up to 1000000/s", o.Rate))
+	}
+	if o.Warmup < 0 || o.SampleEvery < 0 || o.Stall < 0 || o.Timeout < 0 {
+		errs = append(errs, errors.New("warmup, sample interval, stall and timeout must not be negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("load: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Result of a run. Durations are seconds, latencies milliseconds, CPU per
+// event microseconds: absolute figures are this machine's; compare within a run.
+type Result struct {
+	StartedAt time.Time `json:"started_at"`
+	Setup     Setup     `json:"setup"`
+	Host      Host      `json:"host"`
+
+	Events   int     `json:"events"`
+	Rows     int64   `json:"ledger_rows_written"` // by the run: one per event
+	FillS    float64 `json:"ledger_prefill_s,omitempty"`
+	PreloadS float64 `json:"preload_s,omitempty"`
+
+	// ElapsedS is from the workers' start to the last ledger row seen.
+	ElapsedS     float64 `json:"elapsed_s"`
+	EventsPerSec float64 `json:"events_per_sec"`
+	// FirstRowS is from the workers' start to their first ledger row (start-up,
+	// group join); SteadyPerSec counts from there to the last row.
+	FirstRowS    float64 `json:"first_row_s"`
+	SteadyPerSec float64 `json:"steady_events_per_sec"`
+
+	CPU []ProcessCPU `json:"cpu"`
+	// SystemUSPerEvent is workers + mariadbd + redis-server (the figure a
+	// CPU budget per event is about); 0 when a server was not measured.
+	SystemUSPerEvent float64 `json:"system_cpu_us_per_event"`
+	Machine          Machine `json:"machine"`
+
+	Baseline *Baseline `json:"baseline,omitempty"`
+	Paced    *Paced    `json:"paced,omitempty"`
+	Memory   []Memory  `json:"memory"`
+}
+
+// Setup is what was run.
+type Setup struct {
+	Database     string   `json:"database"`
+	KeyPrefix    string   `json:"redis_prefix"`
+	Topic        string   `json:"topic"`
+	Brokers      []string `json:"brokers"`
+	Embedded     bool     `json:"embedded_broker"`
+	Partitions   int      `json:"partitions"`
+	Merchants    int      `json:"merchants"`
+	Hot          float64  `json:"hot_share"`
+	Seed         uint64   `json:"seed"`
+	Workers      int      `json:"workers"`
+	WorkerBinary string   `json:"worker_binary"`
+	WorkerEnv    []string `json:"worker_env,omitempty"`
+	LedgerRows   int      `json:"ledger_rows_before"`
+	Rate         float64  `json:"rate,omitempty"`
+}
+
+// Host is where it ran; the MySQL settings are the ones a figure depends on.
+type Host struct {
+	CPUs                int    `json:"cpus"`
+	MySQL               string `json:"mysql"`
+	BufferPoolBytes     int64  `json:"innodb_buffer_pool_bytes"`
+	FlushLogAtTrxCommit int    `json:"innodb_flush_log_at_trx_commit"`
+	Redis               string `json:"redis"`
+}
+
+// ProcessCPU is one process's CPU over the measured window.
+type ProcessCPU struct {
+	Name       string  `json:"name"`
+	PID        int     `json:"pid,omitempty"`
+	Measured   bool    `json:"measured"`
+	Note       string  `json:"note,omitempty"` // why not measured, or what the process holds
+	CPUSeconds float64 `json:"cpu_s"`
+	USPerEvent float64 `json:"cpu_us_per_event"`
+	Cores      float64 `json:"cores"` // CPU seconds per wall second of the window
+	// QuietCores is a server's load in the second before the window: work
+	// of others on a shared server, inside its figures too.
+	QuietCores float64 `json:"quiet_cores,omitempty"`
+}
+
+// Machine is the whole machine's load in the window, in cores: the measured
+// processes' share (the servers' include other clients' work) and the rest
+// (other programs: compilers, tests).
+type Machine struct {
+	BusyCores  float64 `json:"busy_cores"`
+	OursCores  float64 `json:"measured_cores"`
+	OtherCores float64 `json:"other_cores"`
+}
+
+// Baseline is the rowlock strategy of internal/bench on the same merchants.
+type Baseline struct {
+	Events       int     `json:"events"`
+	EventsPerSec float64 `json:"events_per_sec"`
+	// Ratio is the workers' events/s over the baseline's.
+	Ratio float64 `json:"ratio"`
+	Error string  `json:"error,omitempty"`
+}
+
+// Paced is the outcome of a run on a schedule.
+type Paced struct {
+	Rate      float64 `json:"rate"`
+	ScheduleS float64 `json:"schedule_s"` // events / rate
+	// ProducerLagMS is the longest an event was handed to the producer past
+	// its due time; DrainMS from the last event's due time to the last row.
+	ProducerLagMS float64 `json:"producer_max_lag_ms"`
+	DrainMS       float64 `json:"drain_ms"`
+	KeptUp        bool    `json:"kept_up"`
+	Latency       Latency `json:"latency"`
+}
+
+// Latency is produce->ledger over the events due after the warm-up: the
+// event's occurred_at (its due time, stamped by the producer) to the ledger
+// row's created_at (the worker's clock when its ledger commit began). One
+// machine, one wall clock.
+type Latency struct {
+	Count         int     `json:"count"`
+	WarmupSkipped int     `json:"warmup_skipped"`
+	P50MS         float64 `json:"p50_ms"`
+	P99MS         float64 `json:"p99_ms"`
+	P999MS        float64 `json:"p999_ms"`
+	MaxMS         float64 `json:"max_ms"`
+}
+
+// Memory is one worker's resident set and Go heap over the run.
+type Memory struct {
+	Worker      int      `json:"worker"`
+	RSSMinMiB   float64  `json:"rss_min_mib"`
+	RSSMaxMiB   float64  `json:"rss_max_mib"`
+	HeapMinMiB  float64  `json:"heap_inuse_min_mib,omitempty"`
+	HeapMaxMiB  float64  `json:"heap_inuse_max_mib,omitempty"`
+	Samples     []Sample `json:"samples"`
+	HeapMissing bool     `json:"heap_missing,omitempty"` // /metrics did not answer
+}
+
+// Sample is one reading of a worker's memory.
+type Sample struct {
+	AtS        float64 `json:"at_s"` // since the workers' start
+	RSSMiB     float64 `json:"rss_mib"`
+	HeapMiB    float64 `json:"heap_inuse_mib,omitempty"`
+	Goroutines int     `json:"goroutines,omitempty"`
+}

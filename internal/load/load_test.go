@@ -1,0 +1,156 @@
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/quotaflow/billing/internal/testenv"
+	"github.com/quotaflow/billing/internal/workload"
+)
+
+// buildWorker builds cmd/billing-worker into dir, as the test binary was
+// built (with -race under -race, from the same cached objects).
+func buildWorker(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "billing-worker")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, "github.com/quotaflow/billing/cmd/billing-worker")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build billing-worker: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A tiny load end to end, preloaded and then paced, through the real
+// billing-worker binary.
+func TestRun(t *testing.T) {
+	db := testenv.NewMySQL(t) // the run makes its own database on this server
+	rdb := testenv.NewRedis(t)
+	bin := buildWorker(t, t.TempDir())
+	opts := func() Options {
+		return Options{
+			WorkerBinary: bin, MySQLDSN: db.DSN, Redis: rdb.Client, RedisAddrs: []string{rdb.Addr}, KeyPrefix: rdb.Keys.Prefix(),
+			Merchants: 20, Hot: 0.2, Events: 2000, Partitions: 4, SampleEvery: 100 * time.Millisecond,
+			Stall: 20 * time.Second, Timeout: 2 * time.Minute,
+		}
+	}
+	ctx := context.Background()
+
+	t.Run("preloaded", func(t *testing.T) {
+		o := opts()
+		o.LedgerRows, o.BaselineEvents = 3000, 300
+		res, err := Run(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Rows != 2000 || res.Setup.LedgerRows != 3000 || !res.Setup.Embedded {
+			t.Fatalf("rows %d (want 2000, one per event) after %d pre-filled, embedded %v", res.Rows, res.Setup.LedgerRows, res.Setup.Embedded)
+		}
+		if res.EventsPerSec <= 0 || res.ElapsedS <= 0 || res.SteadyPerSec <= 0 {
+			t.Fatalf("events/s %v over %vs (steady %v)", res.EventsPerSec, res.ElapsedS, res.SteadyPerSec)
+		}
+		cpu := map[string]ProcessCPU{}
+		for _, c := range res.CPU {
+			cpu[c.Name] = c
+		}
+		for _, name := range []string{"worker-0", "mariadbd", "broker"} {
+			if c := cpu[name]; !c.Measured || c.CPUSeconds <= 0 || c.USPerEvent <= 0 {
+				t.Errorf("%s: %+v, want a positive CPU figure", name, c)
+			}
+		}
+		// Redis may spend less than one 10 ms tick on 2,000 events: measured, not necessarily positive.
+		if c := cpu["redis-server"]; !c.Measured || c.PID == 0 {
+			t.Errorf("redis-server: %+v, want measured", c)
+		}
+		if res.SystemUSPerEvent <= 0 {
+			t.Errorf("system CPU per event %v", res.SystemUSPerEvent)
+		}
+		if b := res.Baseline; b == nil || b.Error != "" || b.EventsPerSec <= 0 || b.Ratio <= 0 {
+			t.Errorf("baseline %+v", b)
+		}
+		if len(res.Memory) != 1 || res.Memory[0].RSSMaxMiB <= 0 {
+			t.Errorf("memory %+v", res.Memory)
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]any
+		if err := json.Unmarshal(b, &back); err != nil || back["events_per_sec"].(float64) != res.EventsPerSec {
+			t.Fatalf("JSON round trip: %v, %s", err, b)
+		}
+		checkRemoved(t, db, rdb, res.Setup)
+	})
+
+	t.Run("paced", func(t *testing.T) {
+		o := opts()
+		o.Rate, o.Warmup = 2000, 200*time.Millisecond
+		res, err := Run(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := res.Paced
+		if p == nil || res.Rows != 2000 {
+			t.Fatalf("paced %+v, rows %d", p, res.Rows)
+		}
+		// 2,000 events at 2,000/s: about a second; never much less.
+		if p.ScheduleS != 1 || res.ElapsedS < 0.999 {
+			t.Fatalf("schedule %vs, elapsed %vs: finished before the schedule", p.ScheduleS, res.ElapsedS)
+		}
+		l := p.Latency
+		if l.Count == 0 || l.WarmupSkipped == 0 || l.Count+l.WarmupSkipped != 2000 || l.P50MS <= 0 || l.P50MS > l.P99MS || l.P99MS > l.MaxMS {
+			t.Fatalf("latency %+v", l)
+		}
+		checkRemoved(t, db, rdb, res.Setup)
+	})
+}
+
+// checkRemoved: the run's database and Redis keys are gone.
+func checkRemoved(t *testing.T, db *testenv.MySQL, rdb *testenv.Redis, s Setup) {
+	t.Helper()
+	var n int
+	if err := db.SQL.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", s.Database).Scan(&n); err != nil || n != 0 {
+		t.Errorf("database %s still there (%d, %v)", s.Database, n, err)
+	}
+	if keys, err := rdb.Client.Keys(context.Background(), s.KeyPrefix+"*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("redis keys under %s remain: %v, %v", s.KeyPrefix, keys, err)
+	}
+}
+
+// The pre-filled ledger agrees with the balances: each merchant's credit rows
+// sum to credited, its debit rows to debited, and its last row's
+// balance_after is what remains.
+func TestGrantPrefill(t *testing.T) {
+	db := testenv.NewMySQL(t)
+	merchants := workload.MerchantIDs(7)
+	f, err := grant(context.Background(), db.SQL, merchants, 12_345, "ldtest-", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows, maxID int64
+	if err := db.SQL.QueryRow("SELECT COUNT(*), MAX(id) FROM quota_ledger").Scan(&rows, &maxID); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 12_345+7 || maxID != f.lastID {
+		t.Fatalf("%d rows, max id %d; want %d rows, max id %d", rows, maxID, 12_345+7, f.lastID)
+	}
+	var bad int
+	err = db.SQL.QueryRow(`SELECT COUNT(*) FROM merchant_balance b JOIN (
+		SELECT merchant_id, SUM(IF(kind = 'credit', amount, 0)) c, SUM(IF(kind = 'debit', amount, 0)) d FROM quota_ledger GROUP BY merchant_id
+	) s USING (merchant_id) WHERE s.c <> b.credited OR s.d <> b.debited
+	OR (SELECT balance_after FROM quota_ledger l WHERE l.merchant_id = b.merchant_id ORDER BY id DESC LIMIT 1) <> b.credited - b.debited`).Scan(&bad)
+	if err != nil || bad != 0 {
+		t.Fatalf("%d merchants whose ledger and balance disagree (%v)", bad, err)
+	}
+	var debited int64
+	if err := db.SQL.QueryRow("SELECT SUM(debited) FROM merchant_balance").Scan(&debited); err != nil || debited != f.debited {
+		t.Fatalf("debited %d, fill says %d (%v)", debited, f.debited, err)
+	}
+}

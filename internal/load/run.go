@@ -1,0 +1,251 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/quotaflow/billing/internal/workload"
+)
+
+// groupLimit bounds the wait for a paced run's consumer group to form.
+const groupLimit = time.Minute
+
+// Run sets up, measures and removes one load run. The Result is filled as
+// far as the run got; the error says what failed or what was waited for.
+func Run(ctx context.Context, o Options) (res Result, err error) {
+	o.setDefaults()
+	if err := o.Validate(); err != nil {
+		return res, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	res.StartedAt = time.Now().UTC()
+	st, err := newStage(ctx, o)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, st.teardown()) }()
+	r := &run{o: o, st: st, res: &res}
+	err = r.all(ctx)
+	return res, err
+}
+
+// run is one load run in progress.
+type run struct {
+	o       Options
+	st      *stage
+	res     *Result
+	idPfx   string
+	fill    filled
+	workers []*workerProc
+}
+
+func (r *run) all(ctx context.Context) error {
+	o, st := r.o, r.st
+	r.res.Setup = Setup{
+		Database: st.dbName, KeyPrefix: st.prefix, Topic: st.topic, Brokers: st.brokers, Embedded: st.cluster != nil,
+		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Seed: o.Seed, Workers: o.Workers,
+		WorkerBinary: o.WorkerBinary, WorkerEnv: o.WorkerEnv, LedgerRows: o.LedgerRows, Rate: o.Rate,
+	}
+	r.res.Host = host(ctx, st)
+	r.res.Events = o.Events
+	r.idPfx = "ld" + strings.ReplaceAll(st.id, "_", "") + "-"
+	o.Log.Info("load: granting quota", zap.String("database", st.dbName), zap.Int("merchants", o.Merchants), zap.Int("ledger_rows", o.LedgerRows))
+	t0 := time.Now()
+	var err error
+	if r.fill, err = grant(ctx, st.db, workload.MerchantIDs(o.Merchants), o.LedgerRows, r.idPfx, o.Events); err != nil {
+		return err
+	}
+	r.res.FillS = time.Since(t0).Seconds()
+	var t target
+	if o.Rate == 0 {
+		if err := r.preload(ctx, &t); err != nil {
+			return err
+		}
+	}
+	if err := r.measure(ctx, &t); err != nil {
+		return err
+	}
+	if o.BaselineEvents > 0 {
+		o.Log.Info("load: rowlock baseline", zap.Int("events", o.BaselineEvents))
+		r.res.Baseline = baseline(ctx, o, st)
+		if b := r.res.Baseline; o.Rate == 0 && b.EventsPerSec > 0 {
+			b.Ratio = r.res.EventsPerSec / b.EventsPerSec // a paced run's rate is the schedule's: no ratio
+		}
+	}
+	return nil
+}
+
+// preload writes every event to the topic before any worker starts.
+func (r *run) preload(ctx context.Context, t *target) error {
+	r.o.Log.Info("load: preloading", zap.Int("events", r.o.Events))
+	start := time.Now()
+	st, err := r.produce(ctx, start, true)
+	if err != nil {
+		return err
+	}
+	t.set(r.fill.debited + st.Summary.Amount)
+	r.res.PreloadS = time.Since(start).Seconds()
+	return nil
+}
+
+// produce writes the run's events, from start on (unpaced: all at once), and
+// returns once the broker acknowledged every one.
+func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (workload.ScheduleStats, error) {
+	cfg := workload.Config{Seed: r.o.Seed, Merchants: r.o.Merchants, Skew: skew(r.o.Hot), IDPrefix: r.idPfx, Start: start}
+	if !unpaced {
+		cfg.Step = time.Duration(float64(time.Second) / r.o.Rate)
+	}
+	g, err := workload.New(cfg)
+	if err != nil {
+		return workload.ScheduleStats{}, err
+	}
+	var mu sync.Mutex
+	var acked int
+	var ackErr error
+	w := workload.NewAsyncKafkaWriter(r.st.brokers, r.st.topic, r.st.transport, func(msgs []kafka.Message, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			ackErr = errors.Join(ackErr, err)
+			return
+		}
+		acked += len(msgs)
+	})
+	st, err := workload.ProduceOnSchedule(ctx, w, g, r.o.Events, unpaced)
+	err = errors.Join(err, w.Close()) // flushes, and waits for the last completion
+	mu.Lock()
+	defer mu.Unlock()
+	if err == nil && (ackErr != nil || acked != r.o.Events) {
+		err = fmt.Errorf("load: the broker acknowledged %d of %d events: %w", acked, r.o.Events, ackErr)
+	}
+	return st, err
+}
+
+// measure starts the workers, (paced) produces while they run, waits for
+// the last ledger row, reads the meters and stops the workers.
+func (r *run) measure(ctx context.Context, t *target) (err error) {
+	o := r.o
+	m, err := newMeter(ctx, o, r.st)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	defer func() { err = errors.Join(err, r.stopWorkers()) }()
+	for i := range o.Workers {
+		w, err := startWorker(o, r.st, i)
+		if err != nil {
+			return err
+		}
+		r.workers = append(r.workers, w)
+		m.addWorker(w)
+	}
+	o.Log.Info("load: workers started", zap.Int("workers", o.Workers), zap.String("group", r.st.group))
+	smp := startSampler(ctx, r.workers, start, o.SampleEvery)
+	defer func() { r.res.Memory = smp.finish() }()
+
+	var end time.Time
+	var paced workload.ScheduleStats
+	var schedStart time.Time
+	g, gctx := errgroup.WithContext(ctx)
+	if o.Rate > 0 {
+		if err := waitGroup(ctx, r.st.client(), r.st.group, r.st.topic, o.Workers, r.workers, groupLimit); err != nil {
+			return err
+		}
+		schedStart = time.Now().Add(10 * time.Millisecond)
+		o.Log.Info("load: producing on schedule", zap.Float64("rate", o.Rate), zap.Int("events", o.Events))
+		g.Go(func() error {
+			var err error
+			if paced, err = r.produce(gctx, schedStart, false); err == nil {
+				t.set(r.fill.debited + paced.Summary.Amount)
+			}
+			return err
+		})
+	}
+	g.Go(func() error {
+		var err error
+		end, err = waitLedger(gctx, r.st.db, t, r.workers, o.Stall, o.Log)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	m.read()
+	r.res.Memory = smp.finish() // before the workers go: their exit is no sample
+	window := end.Sub(start)
+	r.res.ElapsedS = window.Seconds()
+	r.res.EventsPerSec = float64(o.Events) / window.Seconds()
+	r.res.CPU, r.res.SystemUSPerEvent, r.res.Machine = m.results(o.Events, window)
+	if err := r.stopWorkers(); err != nil {
+		return err
+	}
+	return r.check(ctx, start, end, schedStart, paced)
+}
+
+// check counts the run's rows (one per event, none rejected) and, paced,
+// reads the latencies.
+func (r *run) check(ctx context.Context, start, end, schedStart time.Time, paced workload.ScheduleStats) error {
+	o := r.o
+	rows, rejected, first, last, err := runRows(ctx, r.st.db, r.fill.lastID)
+	if err != nil {
+		return err
+	}
+	r.res.Rows = rows
+	if rows != int64(o.Events) || rejected != 0 {
+		return fmt.Errorf("load: %d ledger rows (%d rejected) for %d events: want one debit per event", rows, rejected, o.Events)
+	}
+	r.res.FirstRowS = first.Sub(start).Seconds()
+	if span := last.Sub(first).Seconds(); span > 0 {
+		r.res.SteadyPerSec = float64(o.Events-1) / span
+	}
+	if o.Rate == 0 {
+		return nil
+	}
+	p := &Paced{Rate: o.Rate, ScheduleS: float64(o.Events) / o.Rate, ProducerLagMS: ms(paced.MaxLag)}
+	lastDue := schedStart.Add(time.Duration(float64(o.Events-1) / o.Rate * float64(time.Second)))
+	p.DrainMS = ms(end.Sub(lastDue))
+	// Kept up: the producer held its schedule and the ledger was done soon
+	// after the last event was due (a second, or 5% of the schedule).
+	p.KeptUp = p.ProducerLagMS <= 100 && p.DrainMS <= max(1000, 50*p.ScheduleS)
+	if p.Latency, err = latency(ctx, r.st.db, r.fill.lastID, schedStart.Add(o.Warmup)); err != nil {
+		return err
+	}
+	r.res.Paced = p
+	return nil
+}
+
+// stopWorkers stops every worker still running (SIGTERM, drain); once.
+func (r *run) stopWorkers() error {
+	var errs []error
+	for _, w := range r.workers {
+		errs = append(errs, w.stop())
+	}
+	r.workers = nil
+	return errors.Join(errs...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// host reads what the figures depend on; unknown values stay zero.
+func host(ctx context.Context, st *stage) Host {
+	h := Host{CPUs: runtime.NumCPU()}
+	_ = st.db.QueryRowContext(ctx, "SELECT VERSION(), @@innodb_buffer_pool_size, @@innodb_flush_log_at_trx_commit").
+		Scan(&h.MySQL, &h.BufferPoolBytes, &h.FlushLogAtTrxCommit)
+	if info, err := st.redis.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				h.Redis = v
+			}
+		}
+	}
+	return h
+}

@@ -1,0 +1,168 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+)
+
+// pollEvery is how often the ledger is polled: the end of a run is known to
+// this precision (0.4% of a 5-second run), for about a millisecond of
+// MariaDB's CPU per poll.
+const pollEvery = 20 * time.Millisecond
+
+// target is the debited total that means every event is in, once known
+// (a paced run knows it when its producer is done).
+type target struct {
+	v  atomic.Int64
+	ok atomic.Bool
+}
+
+func (t *target) set(v int64) { t.v.Store(v); t.ok.Store(true) }
+
+// waitLedger polls until merchant_balance's debited total reaches the target:
+// every event has its ledger row (nothing is rejected, the quota is ample,
+// and a row and its debit commit together). It fails when a worker exits,
+// when the total has not moved for stall while events are outstanding, or
+// when ctx ends, naming what it waited for.
+func waitLedger(ctx context.Context, db *sql.DB, t *target, workers []*workerProc, stall time.Duration, log *zap.Logger) (time.Time, error) {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	var last int64 = -1
+	moved, reported := time.Now(), time.Now()
+	for {
+		var debited int64
+		err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(debited), 0) FROM merchant_balance").Scan(&debited)
+		now := time.Now()
+		if err == nil {
+			if t.ok.Load() && debited >= t.v.Load() {
+				return now, nil
+			}
+			if debited != last {
+				last, moved = debited, now
+			}
+		}
+		for _, w := range workers {
+			if err := w.exited(); err != nil {
+				return now, err
+			}
+		}
+		waiting := fmt.Sprintf("the ledger: debited %d of %s (%v)", last, targetText(t), err)
+		if now.Sub(moved) > stall {
+			return now, fmt.Errorf("load: no ledger progress for %v waiting for %s", stall, waiting)
+		}
+		if now.Sub(reported) >= 5*time.Second {
+			reported = now
+			log.Info("waiting for the ledger", zap.Int64("debited", last), zap.String("target", targetText(t)))
+		}
+		select {
+		case <-ctx.Done():
+			return now, fmt.Errorf("load: waiting for %s: %w", waiting, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func targetText(t *target) string {
+	if !t.ok.Load() {
+		return "a total not known yet (still producing)"
+	}
+	return fmt.Sprint(t.v.Load())
+}
+
+// waitGroup waits until the consumer group is stable with n members that
+// all hold partitions of topic, so a paced schedule starts on consuming
+// workers, not on a group still forming.
+func waitGroup(ctx context.Context, c *kafka.Client, group, topic string, n int, workers []*workerProc, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	state := "not described yet"
+	for {
+		resp, err := c.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		switch {
+		case err != nil:
+			state = err.Error()
+		case len(resp.Groups) != 1:
+			state = fmt.Sprintf("%d groups described", len(resp.Groups))
+		default:
+			g := resp.Groups[0]
+			assigned := 0
+			for _, m := range g.Members {
+				for _, t := range m.MemberAssignments.Topics {
+					if t.Topic == topic && len(t.Partitions) > 0 {
+						assigned++
+					}
+				}
+			}
+			state = fmt.Sprintf("state %q, %d members, %d with partitions", g.GroupState, len(g.Members), assigned)
+			if g.GroupState == "Stable" && len(g.Members) == n && assigned == n {
+				return nil
+			}
+		}
+		for _, w := range workers {
+			if err := w.exited(); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("load: waited %v for consumer group %s to be stable with %d members holding partitions (last: %s): %w", limit, group, n, state, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// runRows counts the ledger rows the workers wrote (ids after the fill's)
+// and when the first and the last began their commit.
+func runRows(ctx context.Context, db *sql.DB, after int64) (rows, rejected int64, first, last time.Time, err error) {
+	var f, l sql.NullTime
+	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(kind = 'rejected'), 0), MIN(created_at), MAX(created_at) FROM quota_ledger WHERE id > ?", after).
+		Scan(&rows, &rejected, &f, &l)
+	if err != nil {
+		return 0, 0, first, last, fmt.Errorf("load: count the run's ledger rows: %w", err)
+	}
+	return rows, rejected, f.Time, l.Time, nil
+}
+
+// latency reads produce->ledger latency of the run's rows due from from on.
+func latency(ctx context.Context, db *sql.DB, after int64, from time.Time) (Latency, error) {
+	var lat Latency
+	q := "SELECT TIMESTAMPDIFF(MICROSECOND, occurred_at, created_at), occurred_at >= ? FROM quota_ledger WHERE id > ?"
+	rows, err := db.QueryContext(ctx, q, from.UTC(), after)
+	if err != nil {
+		return lat, fmt.Errorf("load: read latencies: %w", err)
+	}
+	defer rows.Close()
+	var us []int64
+	for rows.Next() {
+		var v int64
+		var counted bool
+		if err := rows.Scan(&v, &counted); err != nil {
+			return lat, fmt.Errorf("load: read latencies: %w", err)
+		}
+		if !counted {
+			lat.WarmupSkipped++
+			continue
+		}
+		us = append(us, v)
+	}
+	if err := rows.Err(); err != nil {
+		return lat, fmt.Errorf("load: read latencies: %w", err)
+	}
+	if len(us) == 0 {
+		return lat, errors.New("load: no event due after the warm-up: make the run longer than --warmup")
+	}
+	slices.Sort(us)
+	quantile := func(q float64) float64 { return float64(us[min(len(us)-1, int(q*float64(len(us))))]) / 1000 }
+	lat.Count, lat.P50MS, lat.P99MS, lat.P999MS, lat.MaxMS = len(us), quantile(0.5), quantile(0.99), quantile(0.999), float64(us[len(us)-1])/1000
+	return lat, nil
+}

@@ -1,0 +1,168 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// stopTimeout bounds a worker's drain after SIGTERM (its SHUTDOWN_TIMEOUT
+// is 10s); then it is killed.
+const stopTimeout = 20 * time.Second
+
+// workerProc is one billing-worker process and the goroutine awaiting it.
+type workerProc struct {
+	id       int
+	cmd      *exec.Cmd
+	httpAddr string
+	out      *tail
+	done     chan struct{} // closed when the process has exited; then err is set
+	err      error
+}
+
+// startWorker runs the binary with the run's environment; env entries later
+// in the list win (os/exec keeps the last of a duplicate key).
+func startWorker(o Options, st *stage, id int) (*workerProc, error) {
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	env := append([]string(nil), o.BaseEnv...)
+	env = append(env,
+		"KAFKA_BROKERS="+strings.Join(st.brokers, ","), "KAFKA_TOPIC="+st.topic, "KAFKA_DLQ_TOPIC="+st.dlqTopic,
+		"KAFKA_GROUP="+st.group, "REDIS_ADDR="+strings.Join(o.RedisAddrs, ","), "REDIS_KEY_PREFIX="+st.prefix,
+		"MYSQL_DSN="+st.dsn, "HTTP_ADDR="+httpAddr, "IDGEN_WORKER_ID="+strconv.Itoa(id), "LOG_LEVEL="+o.WorkerLogLevel)
+	env = append(env, o.WorkerEnv...)
+	w := &workerProc{id: id, httpAddr: httpAddr, out: &tail{max: 16 << 10}, done: make(chan struct{})}
+	w.cmd = exec.Command(o.WorkerBinary)
+	w.cmd.Env, w.cmd.Stdout, w.cmd.Stderr = env, w.out, w.out
+	if err := w.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("load: start worker %d (%s): %w", id, o.WorkerBinary, err)
+	}
+	go func() {
+		defer close(w.done)
+		w.err = w.cmd.Wait()
+	}()
+	return w, nil
+}
+
+func (w *workerProc) pid() int { return w.cmd.Process.Pid }
+
+// exited reports an early exit (any exit before stop is one) with the
+// process's last output.
+func (w *workerProc) exited() error {
+	select {
+	case <-w.done:
+		return fmt.Errorf("load: worker %d exited during the run (%v); its last output:\n%s", w.id, w.err, w.out)
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit, killing the process after
+// stopTimeout. An exit other than 0 after SIGTERM is an error.
+func (w *workerProc) stop() error {
+	select {
+	case <-w.done:
+		return w.exitErr("before it was stopped")
+	default:
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGTERM) // fails only if it already exited: done says so
+	select {
+	case <-w.done:
+		return w.exitErr("after SIGTERM")
+	case <-time.After(stopTimeout):
+		_ = w.cmd.Process.Kill()
+		<-w.done
+		return fmt.Errorf("load: worker %d still running %v after SIGTERM: killed; its last output:\n%s", w.id, stopTimeout, w.out)
+	}
+}
+
+func (w *workerProc) exitErr(when string) error {
+	if w.err == nil {
+		return nil
+	}
+	return fmt.Errorf("load: worker %d exited %s: %w; its last output:\n%s", w.id, when, w.err, w.out)
+}
+
+// heap reads go_memstats_heap_inuse_bytes and go_goroutines from the
+// worker's /metrics.
+func (w *workerProc) heap(ctx context.Context) (heapBytes float64, goroutines int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+w.httpAddr+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && found < 2 {
+		name, value, _ := strings.Cut(sc.Text(), " ")
+		switch name {
+		case "go_memstats_heap_inuse_bytes":
+			heapBytes, err = strconv.ParseFloat(value, 64)
+		case "go_goroutines":
+			var g float64
+			g, err = strconv.ParseFloat(value, 64)
+			goroutines = int(g)
+		default:
+			continue
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("load: /metrics %s %q: %w", name, value, err)
+		}
+		found++
+	}
+	if found < 2 {
+		return 0, 0, errors.Join(errors.New("load: /metrics lacks go_memstats_heap_inuse_bytes or go_goroutines"), sc.Err())
+	}
+	return heapBytes, goroutines, nil
+}
+
+// freeAddr is a loopback address with a port free right now, for a worker's
+// HTTP_ADDR (its /metrics is scraped).
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("load: find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
