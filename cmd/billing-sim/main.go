@@ -1,6 +1,7 @@
 // Command billing-sim makes synthetic traffic: it produces payment events to
-// Kafka, benchmarks write strategies against MySQL and Redis, and runs the
-// whole system on one machine (demo).
+// Kafka, benchmarks write strategies against MySQL and Redis, runs the
+// whole system on one machine (demo), and measures the billing-worker
+// binary black-box (load).
 package main
 
 import (
@@ -24,6 +25,7 @@ const usage = `billing-sim: synthetic traffic for the billing system
   billing-sim produce [--total N | --rate N/s] [--merchants N] [--hot SHARE | --skew zipf:S] [--duplicates F] [--malformed F] ...
   billing-sim bench   [--strategies rowlock,redis-per-event,pipeline] [--events N] [--callers N] [--output file.json] ...
   billing-sim demo    [--events N] [--merchants N] [--rate N] [--keep] [--brokers host:port] ...
+  billing-sim load    [--workers N] [--events N] [--ledger-rows N] [--rate N | --soak 10m] [--output file.json] ...
 
 Run a command with -h for its flags. Connections default to the environment
 (KAFKA_BROKERS, KAFKA_TOPIC, REDIS_ADDR, MYSQL_DSN, LOG_LEVEL: see README).
@@ -69,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		cmd = runBench
 	case "demo":
 		cmd = runDemo
+	case "load":
+		cmd = runLoad
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

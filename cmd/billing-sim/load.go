@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/quotaflow/billing/internal/dial"
+	"github.com/quotaflow/billing/internal/load"
+)
+
+type loadFlags struct {
+	o       load.Options
+	worker  string
+	brokers string
+	redis   string
+	rate    rateFlag
+	soak    time.Duration
+	output  string
+}
+
+// listFlag collects a repeated flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func parseLoadFlags(args []string, d deps) (loadFlags, error) {
+	f := loadFlags{o: load.Options{MySQLDSN: d.cfg.MySQL.DSN}}
+	o := &f.o
+	fs := newFlagSet("load", d.stderr)
+	fs.StringVar(&f.worker, "worker", "", "billing-worker executable (default: billing-worker next to this program, else on PATH)")
+	fs.IntVar(&o.Workers, "workers", 1, "billing-worker processes in one consumer group")
+	fs.Var((*listFlag)(&o.WorkerEnv), "worker-env", "KEY=VALUE for the workers, after the run's own (repeatable), e.g. WORKER_BATCH_SIZE=512")
+	fs.StringVar(&o.WorkerLogLevel, "worker-log-level", "warn", "LOG_LEVEL of the workers")
+	fs.StringVar(&f.brokers, "brokers", "", "use this Kafka (comma list) instead of the embedded broker; the run's topics are created there and deleted")
+	fs.StringVar(&f.redis, "redis", strings.Join(d.cfg.Redis.Addrs, ","), "Redis address(es) (default REDIS_ADDR)")
+	fs.IntVar(&o.Partitions, "partitions", load.DefaultPartitions, "partitions of the payment topic")
+	fs.IntVar(&o.Merchants, "merchants", load.DefaultMerchants, "merchants")
+	fs.Float64Var(&o.Hot, "hot", 0.2, "share of the events of one hot merchant (m-000000); 0 = uniform")
+	fs.IntVar(&o.Events, "events", load.DefaultEvents, "events (preloaded, or produced at --rate)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "workload seed")
+	fs.IntVar(&o.LedgerRows, "ledger-rows", 0, "pre-fill quota_ledger with this many rows first (bulk INSERTs of 5,000): the growth figure")
+	fs.Var(&f.rate, "rate", "produce at N events/s on an absolute schedule while the workers run, and measure produce->ledger latency (0: preload)")
+	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "with --rate: events due in this first part count for throughput, not latency")
+	fs.DurationVar(&f.soak, "soak", 0, "with --rate (default 5000/s): produce for this long (sets --events) and report worker memory over time")
+	fs.IntVar(&o.BaselineEvents, "baseline-events", load.DefaultBaselineEvents, "events of the rowlock baseline (internal/bench) in the same run; 0 skips it")
+	fs.DurationVar(&o.SampleEvery, "sample", time.Second, "interval of the workers' memory samples")
+	fs.DurationVar(&o.Stall, "stall", time.Minute, "fail when the ledger does not move for this long")
+	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
+	fs.StringVar(&f.output, "output", "", "also write the result as JSON to this file")
+	if err := parseFlags(fs, args); err != nil {
+		return f, err
+	}
+	o.Rate = float64(f.rate)
+	if f.soak > 0 {
+		if o.Rate == 0 {
+			o.Rate = 5000
+		}
+		o.Events = int(o.Rate * f.soak.Seconds())
+		o.Timeout = max(o.Timeout, f.soak+10*time.Minute)
+	}
+	return f, nil
+}
+
+// workerBinary is the billing-worker to measure: the one given, else the one
+// built beside this program (go build -o bin/ ./cmd/...), else the one on
+// PATH. The load tool builds nothing: it measures the binary you would ship,
+// with the flags you built it with.
+func workerBinary(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		beside := filepath.Join(filepath.Dir(self), "billing-worker")
+		if _, err := os.Stat(beside); err == nil {
+			return beside, nil
+		}
+	}
+	if p, err := exec.LookPath("billing-worker"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("load: no billing-worker binary beside billing-sim or on PATH: go build -o bin/ ./cmd/billing-worker ./cmd/billing-sim, then run bin/billing-sim load (or pass --worker PATH)")
+}
+
+func runLoad(ctx context.Context, args []string, d deps) error {
+	f, err := parseLoadFlags(args, d)
+	if err != nil {
+		return err
+	}
+	o := f.o
+	if o.WorkerBinary, err = workerBinary(f.worker); err != nil {
+		return err
+	}
+	if f.brokers != "" {
+		o.Brokers = strings.Split(f.brokers, ",")
+	}
+	rcfg := d.cfg.Redis
+	rcfg.Addrs = strings.Split(f.redis, ",")
+	rcfg.Cluster = rcfg.Cluster || len(rcfg.Addrs) > 1
+	rdb, err := dial.Redis(rcfg)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	o.Redis, o.RedisAddrs = rdb, rcfg.Addrs
+	o.BaseEnv = os.Environ() // TLS, passwords and tuning reach the workers as they reach this program
+	o.Log = d.log
+	res, err := load.Run(ctx, o)
+	if res.EventsPerSec > 0 {
+		writeLoad(d.stdout, res, f.soak > 0)
+	}
+	if f.output != "" && res.EventsPerSec > 0 {
+		err = errors.Join(err, writeLoadJSON(f.output, res))
+	}
+	return err
+}
+
+func writeLoadJSON(path string, res load.Result) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("load: encode result: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("load: --output: %w", err)
+	}
+	return nil
+}
+
+// writeLoad prints the result for a person.
+func writeLoad(w io.Writer, r load.Result, series bool) {
+	s := r.Setup
+	broker := "embedded broker"
+	if !s.Embedded {
+		broker = "brokers " + strings.Join(s.Brokers, ",")
+	}
+	fmt.Fprintf(w, "load        %d events, %d merchants (hot %.2g), %d worker(s), %d partitions, %s; ledger rows before: %d\n",
+		r.Events, s.Merchants, s.Hot, s.Workers, s.Partitions, broker, s.LedgerRows)
+	fmt.Fprintf(w, "host        %d CPUs, %s (buffer pool %d MiB, flush_log_at_trx_commit=%d), redis %s\n",
+		r.Host.CPUs, r.Host.MySQL, r.Host.BufferPoolBytes>>20, r.Host.FlushLogAtTrxCommit, r.Host.Redis)
+	if s.Rate == 0 {
+		fmt.Fprintf(w, "setup       grant+pre-fill %.1fs, preload %.1fs\n", r.FillS, r.PreloadS)
+		fmt.Fprintf(w, "throughput  %.0f events/s (%.2fs from the workers' start to the last ledger row; first row after %.2fs, %.0f/s from there)\n",
+			r.EventsPerSec, r.ElapsedS, r.FirstRowS, r.SteadyPerSec)
+	} else {
+		fmt.Fprintf(w, "setup       grant+pre-fill %.1fs\n", r.FillS)
+	}
+	if p := r.Paced; p != nil {
+		verdict := "kept up"
+		if !p.KeptUp {
+			verdict = "DID NOT keep up"
+		}
+		fmt.Fprintf(w, "paced       %.0f events/s for %.1fs: %s (producer max lag %.1f ms, last row %.0f ms after the last event was due)\n",
+			p.Rate, p.ScheduleS, verdict, p.ProducerLagMS, p.DrainMS)
+		l := p.Latency
+		fmt.Fprintf(w, "latency     produce->ledger p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms (%d events; %d in the warm-up not counted)\n",
+			l.P50MS, l.P99MS, l.P999MS, l.MaxMS, l.Count, l.WarmupSkipped)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "cpu\tprocess\tpid\tcpu s\tµs/event\tcores\t")
+	for _, c := range r.CPU {
+		if !c.Measured {
+			fmt.Fprintf(tw, "\t%s\t\t\tn/a\t\t  %s\n", c.Name, strings.TrimPrefix(c.Note, "n/a: "))
+			continue
+		}
+		note := c.Note
+		if c.Name == "mariadbd" || c.Name == "redis-server" {
+			note = fmt.Sprintf("%.2f cores in the second before the run (other clients)", c.QuietCores)
+		}
+		fmt.Fprintf(tw, "\t%s\t%d\t%.2f\t%.1f\t%.2f\t  %s\n", c.Name, c.PID, c.CPUSeconds, c.USPerEvent, c.Cores, note)
+	}
+	if r.SystemUSPerEvent > 0 {
+		fmt.Fprintf(tw, "\tworkers+mariadbd+redis\t\t\t%.1f\t\t\n", r.SystemUSPerEvent)
+	}
+	tw.Flush()
+	if m := r.Machine; m.BusyCores > 0 {
+		fmt.Fprintf(w, "machine     %.2f of %d cores busy in the window: %.2f the processes above, %.2f other programs\n",
+			m.BusyCores, r.Host.CPUs, m.OursCores, m.OtherCores)
+	}
+	if b := r.Baseline; b != nil {
+		switch {
+		case b.Error != "":
+			fmt.Fprintf(w, "baseline    rowlock FAILED: %s\n", b.Error)
+		case b.Ratio > 0:
+			fmt.Fprintf(w, "baseline    rowlock %.0f events/s (%d events): the workers are %.1fx\n", b.EventsPerSec, b.Events, b.Ratio)
+		default:
+			fmt.Fprintf(w, "baseline    rowlock %.0f events/s (%d events)\n", b.EventsPerSec, b.Events)
+		}
+	}
+	for _, m := range r.Memory {
+		heap := "heap n/a"
+		if !m.HeapMissing {
+			heap = fmt.Sprintf("heap in use %.0f-%.0f MiB", m.HeapMinMiB, m.HeapMaxMiB)
+		}
+		fmt.Fprintf(w, "memory      worker-%d RSS %.0f-%.0f MiB, %s (%d samples)\n", m.Worker, m.RSSMinMiB, m.RSSMaxMiB, heap, len(m.Samples))
+		if series {
+			writeSeries(w, m.Samples)
+		}
+	}
+}
+
+// writeSeries prints about ten samples spread over the run.
+func writeSeries(w io.Writer, samples []load.Sample) {
+	step := max(1, len(samples)/10)
+	for i := 0; i < len(samples); i += step {
+		s := samples[i]
+		fmt.Fprintf(w, "              %6.0fs  RSS %6.1f MiB  heap %6.1f MiB  goroutines %d\n", s.AtS, s.RSSMiB, s.HeapMiB, s.Goroutines)
+	}
+}
