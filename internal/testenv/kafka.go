@@ -44,8 +44,14 @@ func NewKafka(t testing.TB, opts ...kfake.Opt) *Kafka {
 // Topic creates a topic of its own for t and deletes it when the test ends.
 func (k *Kafka) Topic(t testing.TB, partitions int) string {
 	t.Helper()
+	return k.TopicWith(t, partitions, nil)
+}
+
+// TopicWith is Topic with topic configs (cleanup.policy, retention.ms).
+func (k *Kafka) TopicWith(t testing.TB, partitions int, configs map[string]string) string {
+	t.Helper()
 	name := strings.ReplaceAll(UniqueName(t, "topic"), "_", "-")
-	if err := k.CreateTopic(name, partitions); err != nil {
+	if err := k.createTopic(name, partitions, configs); err != nil {
 		t.Fatalf("testenv: create topic %s: %v", name, err)
 	}
 	if k.Cluster == nil {
@@ -59,13 +65,19 @@ func (k *Kafka) Topic(t testing.TB, partitions int) string {
 
 // CreateTopic creates a topic with the given name.
 func (k *Kafka) CreateTopic(name string, partitions int) error {
+	return k.createTopic(name, partitions, nil)
+}
+
+func (k *Kafka) createTopic(name string, partitions int, configs map[string]string) error {
 	if k.Cluster != nil {
-		return k.Cluster.CreateTopic(name, int32(partitions), nil)
+		return k.Cluster.CreateTopic(name, int32(partitions), configs)
+	}
+	tc := kafka.TopicConfig{Topic: name, NumPartitions: partitions, ReplicationFactor: -1}
+	for n, v := range configs {
+		tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: n, ConfigValue: v})
 	}
 	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second}
-	resp, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{
-		Topics: []kafka.TopicConfig{{Topic: name, NumPartitions: partitions, ReplicationFactor: -1}},
-	})
+	resp, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
 	if err != nil {
 		return err
 	}
