@@ -9,6 +9,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/failure"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 func TestApplyOutcomes(t *testing.T) {
@@ -139,10 +140,10 @@ func TestMissingQuotaIsHydratedNeverZero(t *testing.T) {
 	// the leftovers must not be reused: MySQL does not count them.
 	key := e.redis.Keys.Quota("m-a")
 	ctx := context.Background()
-	if err := e.redis.Client.HDel(ctx, key, FieldRemain).Err(); err != nil {
+	if err := e.redis.Client.HDel(ctx, key, quota.FieldRemain).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.redis.Client.HSet(ctx, key, PendingPrefix+"e2", FormatPending(2, time.Now())).Err(); err != nil {
+	if err := e.redis.Client.HSet(ctx, key, quota.PendingField("e2"), quota.FormatPending(2, time.Now())).Err(); err != nil {
 		t.Fatal(err)
 	}
 	res = e.apply(e.d, []event.PaymentSucceeded{pay("e2", "m-a", 2)})
@@ -162,8 +163,8 @@ func TestPendingDeductionIsReused(t *testing.T) {
 	// As if a worker deducted e1 (3) and died before MySQL: remain 9 - 3.
 	ctx := context.Background()
 	key := e.redis.Keys.Quota("m-a")
-	if err := e.redis.Client.HSet(ctx, key, FieldRemain, 6, PendingPrefix+"e1", FormatPending(3, time.Now()),
-		PendingPrefix+"e2", FormatPending(5, time.Now())).Err(); err != nil {
+	if err := e.redis.Client.HSet(ctx, key, quota.FieldRemain, 6, quota.PendingField("e1"), quota.FormatPending(3, time.Now()),
+		quota.PendingField("e2"), quota.FormatPending(5, time.Now())).Err(); err != nil {
 		t.Fatal(err)
 	}
 	res := e.apply(e.d, []event.PaymentSucceeded{pay("e1", "m-a", 3), pay("e2", "m-a", 4)})

@@ -60,7 +60,6 @@ type Ledger interface {
 // Redis is what the Deductor needs of a client (*redis.Client or *redis.ClusterClient).
 type Redis interface {
 	Pipeline() redis.Pipeliner
-	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 }
 
 var _ Ledger = (*ledger.Store)(nil)

@@ -4,20 +4,12 @@
 //
 // # Redis state
 //
-// quota:{m} is a hash:
-//
-//	remain       what the merchant may still use, as far as Redis knows
-//	ver          bumped by every mutation (hydration sets it to the time in µs,
-//	             so a dropped and re-created hash never repeats an earlier ver)
-//	p:<event_id> "<amount>:<unix_ms>": a deduction not yet confirmed in MySQL,
-//	             with when it was made (the reconciler ages orphans by it)
-//
-// A missing hash is not zero and not infinite: the deduction script reports
-// it without writing, the Deductor reads merchant_balance (credited - debited)
-// and hydrates the hash with a fenced script that only writes if remain is
-// still missing, then deducts again. Every script first compares the merchant
-// lock's value with the caller's token (fencing) and fails with ErrLockLost
-// if it differs.
+// The quota hash is package quota's (remain, ver, p:<event_id>). A missing
+// hash is not zero and not infinite: the deduction script reports it without
+// writing, the Deductor reads merchant_balance (credited - debited) and
+// hydrates the hash (quota.Hydrate), then deducts again. Every script first
+// compares the merchant lock's value with the caller's token (fencing) and
+// fails with ErrLockLost if it differs.
 //
 // # The protocol (Apply)
 //

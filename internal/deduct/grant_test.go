@@ -7,6 +7,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/failure"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 func TestGrantAndShow(t *testing.T) {
@@ -54,9 +55,9 @@ func TestGrantAndShow(t *testing.T) {
 
 	// Show with an in-flight (orphan) pending deduction and a confirmed one.
 	key := e.redis.Keys.Quota("m-new")
-	if err := e.redis.Client.HSet(ctx, key, FieldRemain, 0,
-		PendingPrefix+"orphan", FormatPending(3, time.Now().Add(-time.Minute)),
-		PendingPrefix+"e3", FormatPending(10, time.Now())).Err(); err != nil {
+	if err := e.redis.Client.HSet(ctx, key, quota.FieldRemain, 0,
+		quota.PendingField("orphan"), quota.FormatPending(3, time.Now().Add(-time.Minute)),
+		quota.PendingField("e3"), quota.FormatPending(10, time.Now())).Err(); err != nil {
 		t.Fatal(err)
 	}
 	v, err = e.d.Show(ctx, "m-new")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -88,22 +87,24 @@ func pay(id, merchant string, amount int64) event.PaymentSucceeded {
 		Source: event.SourcePC, OccurredAt: time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)}
 }
 
-// quota reads a merchant's hash: remain (-1 when missing) and pending fields.
-func (e *env) quota(merchant string) (remain int64, pending map[string]string) {
+// quota reads a merchant's hash: remain (-1 when missing) and pending deductions by event id.
+func (e *env) quota(merchant string) (remain int64, pending map[string]int64) {
 	e.t.Helper()
 	h, err := e.redis.Client.HGetAll(context.Background(), e.redis.Keys.Quota(merchant)).Result()
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	q, err := quota.Parse(h)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	remain = -1
-	pending = make(map[string]string)
-	for f, v := range h {
-		switch {
-		case f == FieldRemain:
-			remain, _ = strconv.ParseInt(v, 10, 64)
-		case strings.HasPrefix(f, PendingPrefix):
-			pending[strings.TrimPrefix(f, PendingPrefix)] = v
-		}
+	if q.Exists {
+		remain = q.Remain
+	}
+	pending = make(map[string]int64)
+	for _, p := range q.Pending {
+		pending[p.EventID] = p.Amount
 	}
 	return remain, pending
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 var (
@@ -191,9 +192,9 @@ func (p *propRun) corrupt() {
 	p.t.Logf("cache of %s %s by hand", m, [...]string{"zeroed", "raised", "deleted"}[how])
 	switch how {
 	case 0:
-		err = p.redis.Client.HSet(ctx, key, FieldRemain, 0).Err()
+		err = p.redis.Client.HSet(ctx, key, quota.FieldRemain, 0).Err()
 	case 1:
-		err = p.redis.Client.HIncrBy(ctx, key, FieldRemain, p.rng.Int64N(50)+1).Err()
+		err = p.redis.Client.HIncrBy(ctx, key, quota.FieldRemain, p.rng.Int64N(50)+1).Err()
 	default:
 		err = p.redis.Client.Del(ctx, key).Err()
 	}

@@ -2,12 +2,14 @@ package deduct
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // Codes of the deduction script, per event, plus codeUnknown set in Go.
@@ -58,13 +60,13 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]HeldLock, even
 		if round == 3 {
 			return nil, fmt.Errorf("deduct: quota of merchant %s is missing again right after hydration", todo[0].merchant)
 		}
-		var calls, hydrates []*scriptCall
-		deducts := make([]*scriptCall, len(todo))
+		var calls, hydrates []*quota.Call
+		deducts := make([]*quota.Call, len(todo))
 		for k, g := range todo {
 			l := held[g.merchant]
-			keys := []string{d.keys.Quota(g.merchant), l.Key()}
+			key := d.keys.Quota(g.merchant)
 			if v, ok := hydrate[g.merchant]; ok {
-				h := &scriptCall{script: d.scripts.hydrate, keys: keys, args: []any{l.Token(), v, d.now().UnixMicro()}}
+				h := quota.Hydrate(key, l.Key(), l.Token(), v, d.now())
 				calls, hydrates = append(calls, h), append(hydrates, h)
 			}
 			args := make([]any, 0, 2+2*len(g.events))
@@ -72,35 +74,30 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]HeldLock, even
 			for _, i := range g.events {
 				args = append(args, events[i].EventID, events[i].Amount)
 			}
-			deducts[k] = &scriptCall{script: d.scripts.deduct, keys: keys, args: args}
+			deducts[k] = &quota.Call{Script: d.scripts.deduct, Keys: []string{key, l.Key()}, Args: args}
 			calls = append(calls, deducts[k])
 		}
-		runAll(ctx, d.rdb, calls)
+		quota.Run(ctx, d.rdb, calls...)
 		for _, h := range hydrates {
-			r, err := parseReply(h.cmd)
+			wrote, err := h.Wrote()
 			if err != nil {
-				return nil, fmt.Errorf("deduct: hydrate %s: %w", h.keys[0], err)
+				return nil, fenced(err, "hydrate")
 			}
-			if r.status == "lock" {
-				return nil, fmt.Errorf("%w: fenced hydrate of %s", ErrLockLost, h.keys[0])
-			}
-			if n, _ := r.values[0].(int64); n == 1 {
+			if wrote {
 				d.metrics.hydrations.Inc()
 			}
 		}
 		var missing []group
 		for k, g := range todo {
-			r, err := parseReply(deducts[k].cmd)
+			status, values, err := deducts[k].Reply()
 			if err != nil {
-				return nil, fmt.Errorf("deduct: deduct merchant %s: %w", g.merchant, err)
+				return nil, fenced(err, "deduction")
 			}
-			switch r.status {
-			case "lock":
-				return nil, fmt.Errorf("%w: fenced deduction of merchant %s", ErrLockLost, g.merchant)
+			switch status {
 			case "missing":
 				missing = append(missing, g)
 			case "ok":
-				s, _ := r.values[1].(string)
+				s, _ := values[1].(string)
 				if len(s) != len(g.events) {
 					return nil, fmt.Errorf("deduct: merchant %s: %d codes for %d events", g.merchant, len(s), len(g.events))
 				}
@@ -108,7 +105,7 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]HeldLock, even
 					codes[i] = s[j]
 				}
 			default:
-				return nil, fmt.Errorf("deduct: merchant %s: unexpected script status %q", g.merchant, r.status)
+				return nil, fmt.Errorf("deduct: merchant %s: unexpected script status %q", g.merchant, status)
 			}
 		}
 		if len(missing) == 0 {
@@ -174,7 +171,7 @@ func (s *settlement) ended(ev event.PaymentSucceeded) {
 // of an event that ended without a debit of this batch is dropped (see
 // settle.lua), so that Redis never keeps a deduction MySQL does not have.
 func (d *Deductor) settleAll(ctx context.Context, held map[string]HeldLock, s settlement) error {
-	calls := make([]*scriptCall, 0, len(s))
+	calls := make([]*quota.Call, 0, len(s))
 	for m, st := range s {
 		l := held[m]
 		args := make([]any, 0, 2+len(st.debited)+len(st.ended))
@@ -185,16 +182,17 @@ func (d *Deductor) settleAll(ctx context.Context, held map[string]HeldLock, s se
 		for _, id := range st.ended {
 			args = append(args, id)
 		}
-		calls = append(calls, &scriptCall{script: d.scripts.settle, keys: []string{d.keys.Quota(m), l.Key()}, args: args})
+		calls = append(calls, &quota.Call{Script: d.scripts.settle, Keys: []string{d.keys.Quota(m), l.Key()}, Args: args})
 	}
-	runAll(ctx, d.rdb, calls)
+	quota.Run(ctx, d.rdb, calls...)
 	for _, c := range calls {
-		if err := fenced(c, "settle"); err != nil {
-			return err
+		_, values, err := c.Reply()
+		if err != nil {
+			return fenced(err, "settle")
 		}
-		if r, _ := parseReply(c.cmd); len(r.values) == 2 && r.values[1] == int64(1) {
+		if len(values) == 2 && values[1] == int64(1) {
 			d.metrics.staleRehydrations.WithLabelValues("unmatched").Inc()
-			d.log.Warn("quota cache held a deduction no debit matches, dropped to rehydrate", zap.String("key", c.keys[0]))
+			d.log.Warn("quota cache held a deduction no debit matches, dropped to rehydrate", zap.String("key", c.Keys[0]))
 		}
 	}
 	return nil
@@ -202,19 +200,19 @@ func (d *Deductor) settleAll(ctx context.Context, held map[string]HeldLock, s se
 
 // drop deletes a merchant's quota hash (fenced), so the next deduction hydrates it from MySQL.
 func (d *Deductor) drop(ctx context.Context, l HeldLock, merchantID string) error {
-	c := &scriptCall{script: d.scripts.drop, keys: []string{d.keys.Quota(merchantID), l.Key()}, args: []any{l.Token()}}
-	runAll(ctx, d.rdb, []*scriptCall{c})
-	return fenced(c, "drop")
+	c := &quota.Call{Script: d.scripts.drop, Keys: []string{d.keys.Quota(merchantID), l.Key()}, Args: []any{l.Token()}}
+	quota.Run(ctx, d.rdb, c)
+	_, _, err := c.Reply()
+	return fenced(err, "drop")
 }
 
-// fenced checks the reply of a script that answers {'lock'} or {'ok', n}.
-func fenced(c *scriptCall, what string) error {
-	r, err := parseReply(c.cmd)
-	if err != nil {
-		return fmt.Errorf("deduct: %s %s: %w", what, c.keys[0], err)
-	}
-	if r.status == "lock" {
-		return fmt.Errorf("%w: fenced %s of %s", ErrLockLost, what, c.keys[0])
+// fenced names a failed script call; a lock found not ours is ErrLockLost.
+func fenced(err error, what string) error {
+	switch {
+	case errors.Is(err, quota.ErrNotHeld):
+		return fmt.Errorf("%w: fenced %s: %w", ErrLockLost, what, err)
+	case err != nil:
+		return fmt.Errorf("deduct: %s: %w", what, err)
 	}
 	return nil
 }

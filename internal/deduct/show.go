@@ -3,18 +3,16 @@ package deduct
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // Pending is one unconfirmed deduction in Redis.
 type Pending struct {
-	EventID  string
-	Amount   int64
-	At       time.Time     // when it was deducted; zero if the value carries no time
-	Age      time.Duration // since At; 0 if unknown
+	quota.Pending
+	Age      time.Duration // since At
 	InLedger bool          // the event already has a ledger row (confirm pending)
 }
 
@@ -41,34 +39,21 @@ type View struct {
 // lock, so a batch in flight may show as drift for a moment.
 func (d *Deductor) Show(ctx context.Context, merchantID string) (View, error) {
 	v := View{MerchantID: merchantID}
-	h, err := d.rdb.HGetAll(ctx, d.keys.Quota(merchantID)).Result()
+	h, err := quota.Read(ctx, d.rdb, []string{d.keys.Quota(merchantID)})
 	if err != nil {
-		return View{}, fmt.Errorf("deduct: read quota of %s: %w", merchantID, err)
+		return View{}, err
 	}
-	now := d.now()
-	var ids []string
-	for field, val := range h {
-		switch {
-		case field == FieldRemain:
-			v.Cached = true
-			if v.Remain, err = strconv.ParseInt(val, 10, 64); err != nil {
-				return View{}, fmt.Errorf("deduct: remain of %s is %q: %w", merchantID, val, err)
-			}
-		case field == FieldVer:
-			v.Ver, _ = strconv.ParseInt(val, 10, 64)
-		case strings.HasPrefix(field, PendingPrefix):
-			p := Pending{EventID: strings.TrimPrefix(field, PendingPrefix)}
-			if p.Amount, p.At, err = ParsePending(val); err != nil {
-				return View{}, err
-			}
-			if !p.At.IsZero() {
-				p.Age = now.Sub(p.At)
-			}
-			v.Pending = append(v.Pending, p)
-			ids = append(ids, p.EventID)
-		}
+	q, err := quota.Parse(h[0])
+	if err != nil {
+		return View{}, fmt.Errorf("deduct: quota of %s: %w", merchantID, err)
 	}
-	sort.Slice(v.Pending, func(a, b int) bool { return v.Pending[a].EventID < v.Pending[b].EventID })
+	v.Cached, v.Remain = q.Exists, q.Remain
+	v.Ver, _ = strconv.ParseInt(q.Ver, 10, 64)
+	ids := make([]string, len(q.Pending))
+	for k, p := range q.Pending {
+		ids[k] = p.EventID
+		v.Pending = append(v.Pending, Pending{Pending: p, Age: d.now().Sub(p.At)})
+	}
 
 	bals, err := d.ledger.Balances(ctx, []string{merchantID})
 	if err != nil {

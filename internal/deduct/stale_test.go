@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // TestRedisOverReportingIsCaught: Redis says far more than MySQL has (a
@@ -17,7 +18,7 @@ func TestRedisOverReportingIsCaught(t *testing.T) {
 	e.grant("m-a", 10)
 	e.grant("m-b", 100)
 	e.apply(e.d, []event.PaymentSucceeded{pay("w", "m-a", 1)}) // m-a: 9 in both stores
-	if err := e.redis.Client.HSet(context.Background(), e.redis.Keys.Quota("m-a"), FieldRemain, 1_000_000).Err(); err != nil {
+	if err := e.redis.Client.HSet(context.Background(), e.redis.Keys.Quota("m-a"), quota.FieldRemain, 1_000_000).Err(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -58,7 +59,7 @@ func TestRedisOverReportingIsCaught(t *testing.T) {
 // (left over, or the row was never created) must not let a debit through.
 func TestStaleKeyOfUnknownMerchant(t *testing.T) {
 	e := newEnv(t)
-	if err := e.redis.Client.HSet(context.Background(), e.redis.Keys.Quota("ghost"), FieldRemain, 50, FieldVer, 1).Err(); err != nil {
+	if err := e.redis.Client.HSet(context.Background(), e.redis.Keys.Quota("ghost"), quota.FieldRemain, 50, quota.FieldVer, 1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	res := e.apply(e.d, []event.PaymentSucceeded{pay("g1", "ghost", 5)})

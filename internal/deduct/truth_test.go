@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // Issue: a cache that lies low must never become a business result. Each test
@@ -20,7 +21,7 @@ func TestRedisUnderReportingIsCaught(t *testing.T) {
 	e := newEnv(t)
 	e.grant("m-a", 10)
 	e.apply(e.d, []event.PaymentSucceeded{pay("w", "m-a", 1)}) // 9 in both stores
-	if err := e.redis.Client.HSet(context.Background(), e.redis.Keys.Quota("m-a"), FieldRemain, 0).Err(); err != nil {
+	if err := e.redis.Client.HSet(context.Background(), e.redis.Keys.Quota("m-a"), quota.FieldRemain, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	res := e.apply(e.d, []event.PaymentSucceeded{pay("e1", "m-a", 3), pay("e2", "m-a", 7), pay("e3", "m-a", 6)})
@@ -149,7 +150,7 @@ func TestDuplicateOfRejectionGivesDeductionBack(t *testing.T) {
 		if _, _, err := e.store.Grant(ctx, "m-a", 10, "late-grant"); err != nil {
 			t.Error(err)
 		}
-		if err := e.redis.Client.HSet(ctx, e.redis.Keys.Quota("m-a"), FieldRemain, 10).Err(); err != nil {
+		if err := e.redis.Client.HSet(ctx, e.redis.Keys.Quota("m-a"), quota.FieldRemain, 10).Err(); err != nil {
 			t.Error(err)
 		}
 	}}

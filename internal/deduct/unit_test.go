@@ -5,45 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/failure"
-	"github.com/quotaflow/billing/internal/testenv"
 )
-
-func TestParsePending(t *testing.T) {
-	at := time.UnixMilli(1_764_400_000_123).UTC()
-	for _, tc := range []struct {
-		in     string
-		amount int64
-		at     time.Time
-		bad    bool
-	}{
-		{in: FormatPending(3, at), amount: 3, at: at},
-		{in: "1000000000000:0", amount: 1_000_000_000_000, at: time.UnixMilli(0).UTC()},
-		{in: "7", amount: 7}, // the older form, without a time
-		{in: "", bad: true},
-		{in: "0:5", bad: true},
-		{in: "-1:5", bad: true},
-		{in: "x:5", bad: true},
-		{in: "3:", bad: true},
-		{in: "3:soon", bad: true},
-	} {
-		amount, got, err := ParsePending(tc.in)
-		if tc.bad {
-			if err == nil {
-				t.Errorf("ParsePending(%q) accepted", tc.in)
-			}
-			continue
-		}
-		if err != nil || amount != tc.amount || !got.Equal(tc.at) {
-			t.Errorf("ParsePending(%q) = %d, %v, %v; want %d, %v", tc.in, amount, got, err, tc.amount, tc.at)
-		}
-	}
-}
 
 func TestScreen(t *testing.T) {
 	long := pay("e9", "m-a", 1)
@@ -97,29 +62,6 @@ func TestScreenFinishCopiesTheFirstResult(t *testing.T) {
 	}
 	if results[3].Outcome != Conflict || !failure.IsPermanent(results[3].Err) {
 		t.Errorf("copy of a conflicting event = %+v", results[3])
-	}
-}
-
-// TestRunAllFallsBackToEval: a script the server has never seen (NOSCRIPT on
-// EVALSHA, as after a restart or failover) still runs, in a pipeline.
-func TestRunAllFallsBackToEval(t *testing.T) {
-	r := testenv.NewRedis(t)
-	ctx := context.Background()
-	src := fmt.Sprintf("-- %s\nreturn {'ok', ARGV[1]}", testenv.UniqueName(t, "script"))
-	s := redis.NewScript(src)
-	if ok, err := s.Exists(ctx, r.Client).Result(); err != nil || ok[0] {
-		t.Fatalf("script unexpectedly cached: %v %v", ok, err)
-	}
-	calls := []*scriptCall{{script: s, args: []any{"a"}}, {script: s, args: []any{"b"}}}
-	runAll(ctx, r.Client, calls)
-	for i, c := range calls {
-		rep, err := parseReply(c.cmd)
-		if err != nil || rep.status != "ok" || rep.values[0] != string(rune('a'+i)) {
-			t.Errorf("call %d: %+v, %v", i, rep, err)
-		}
-	}
-	if ok, err := s.Exists(ctx, r.Client).Result(); err != nil || !ok[0] {
-		t.Errorf("script not cached after the fallback: %v %v", ok, err)
 	}
 }
 

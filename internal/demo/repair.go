@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/reconcile"
 )
 
@@ -41,16 +41,16 @@ func (r *run) corrupt(ctx context.Context) error {
 		kind reconcile.Kind
 		do   func(key string) error
 	}{
-		{reconcile.KindRedisHigh, func(k string) error { return rdb.HIncrBy(ctx, k, deduct.FieldRemain, 100).Err() }},
-		{reconcile.KindRedisHigh, func(k string) error { return rdb.HIncrBy(ctx, k, deduct.FieldRemain, 3).Err() }},
-		{reconcile.KindRedisLow, func(k string) error { return rdb.HIncrBy(ctx, k, deduct.FieldRemain, -7).Err() }},
+		{reconcile.KindRedisHigh, func(k string) error { return rdb.HIncrBy(ctx, k, quota.FieldRemain, 100).Err() }},
+		{reconcile.KindRedisHigh, func(k string) error { return rdb.HIncrBy(ctx, k, quota.FieldRemain, 3).Err() }},
+		{reconcile.KindRedisLow, func(k string) error { return rdb.HIncrBy(ctx, k, quota.FieldRemain, -7).Err() }},
 		{reconcile.KindMissingKey, func(k string) error { return rdb.Del(ctx, k).Err() }},
 		{reconcile.KindOrphanPending, func(k string) error {
 			// A deduction whose worker died before its ledger row, long ago.
-			if err := rdb.HSet(ctx, k, deduct.PendingPrefix+"ghost-event", deduct.FormatPending(5, old)).Err(); err != nil {
+			if err := rdb.HSet(ctx, k, quota.PendingField("ghost-event"), quota.FormatPending(5, old)).Err(); err != nil {
 				return err
 			}
-			return rdb.HIncrBy(ctx, k, deduct.FieldRemain, -5).Err()
+			return rdb.HIncrBy(ctx, k, quota.FieldRemain, -5).Err()
 		}},
 	}
 	for i, c := range plan {

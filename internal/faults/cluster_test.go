@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quotaflow/billing/internal/deduct"
+	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/reconcile"
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -86,10 +86,10 @@ func TestRedisCluster(t *testing.T) {
 	if len(drifted) < 4 {
 		t.Fatalf("only %d merchants have a quota hash", len(drifted))
 	}
-	g.rdb.HIncrBy(ctx, g.keys.Quota(drifted[0]), deduct.FieldRemain, 7)  // redis high
-	g.rdb.HIncrBy(ctx, g.keys.Quota(drifted[1]), deduct.FieldRemain, -4) // redis low
-	g.rdb.Del(ctx, g.keys.Quota(drifted[2]))                             // missing
-	g.rdb.HSet(ctx, g.keys.Quota(drifted[3]), "p:ghost-event", deduct.FormatPending(3, time.Now().Add(-time.Hour)))
+	g.rdb.HIncrBy(ctx, g.keys.Quota(drifted[0]), quota.FieldRemain, 7)  // redis high
+	g.rdb.HIncrBy(ctx, g.keys.Quota(drifted[1]), quota.FieldRemain, -4) // redis low
+	g.rdb.Del(ctx, g.keys.Quota(drifted[2]))                            // missing
+	g.rdb.HSet(ctx, g.keys.Quota(drifted[3]), "p:ghost-event", quota.FormatPending(3, time.Now().Add(-time.Hour)))
 	t.Logf("drift injected on %v", drifted)
 
 	_, rec := g.settle(ctx, newTruth(tr).produced)
