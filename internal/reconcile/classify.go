@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // policy is what classify needs from the Config.
@@ -29,7 +31,7 @@ type planKind int
 const (
 	planNone    planKind = iota
 	planRepair           // repair.lua
-	planHydrate          // hydrate.lua
+	planHydrate          // quota.Hydrate
 )
 
 // plan is the one Redis write a merchant needs.
@@ -61,7 +63,7 @@ func classify(in merchantInput, now time.Time, p policy) verdict {
 	var v verdict
 	truth := in.Credited - in.Debited
 	held := in.Held
-	q, perr := parseQuota(in.Quota)
+	q, perr := quota.Parse(in.Quota)
 	remain := remainPtr(q)
 	// The ledger audit reports a negative balance of every merchant (and sets
 	// Held); this one covers a balance that went negative between the two reads.
@@ -95,9 +97,9 @@ func classify(in merchantInput, now time.Time, p policy) verdict {
 	return classifyHash(v, in, q, truth, held, now, p)
 }
 
-func classifyHash(v verdict, in merchantInput, q quotaHash, truth int64, held bool, now time.Time, p policy) verdict {
+func classifyHash(v verdict, in merchantInput, q quota.Hash, truth int64, held bool, now time.Time, p policy) verdict {
 	var young, orphan, stale int64
-	var orphans, stales []pendingEntry
+	var orphans, stales []quota.Pending
 	for _, e := range q.Pending {
 		switch {
 		case in.Confirmed[e.EventID]:
@@ -153,7 +155,7 @@ func classifyHash(v verdict, in merchantInput, q quotaHash, truth int64, held bo
 	return v
 }
 
-func remainPtr(q quotaHash) *int64 {
+func remainPtr(q quota.Hash) *int64 {
 	if !q.Exists {
 		return nil
 	}
@@ -161,18 +163,18 @@ func remainPtr(q quotaHash) *int64 {
 	return &r
 }
 
-func fields(lists ...[]pendingEntry) []string {
+func fields(lists ...[]quota.Pending) []string {
 	var out []string
 	for _, l := range lists {
 		for _, e := range l {
-			out = append(out, e.Field)
+			out = append(out, quota.PendingField(e.EventID))
 		}
 	}
 	return out
 }
 
 // describe lists entries as "evt=amount@age" within the audit column's width.
-func describe(entries []pendingEntry, now time.Time) string {
+func describe(entries []quota.Pending, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d entries:", len(entries))
 	for i, e := range entries {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 func TestClassify(t *testing.T) {
@@ -113,41 +114,13 @@ func TestResolveFillsOnlyWaitingFindings(t *testing.T) {
 
 func TestDescribeFitsTheAuditColumn(t *testing.T) {
 	now := time.Now()
-	var entries []pendingEntry
+	var entries []quota.Pending
 	for i := range 100 {
-		entries = append(entries, pendingEntry{EventID: fmt.Sprintf("evt-%040d", i), Amount: 5, At: now.Add(-time.Hour)})
+		entries = append(entries, quota.Pending{EventID: fmt.Sprintf("evt-%040d", i), Amount: 5, At: now.Add(-time.Hour)})
 	}
 	d := describe(entries, now)
 	if len(d) > maxDetail || !strings.Contains(d, "more)") || !strings.HasPrefix(d, "100 entries:") {
 		t.Fatalf("describe = %d bytes: %q", len(d), d)
-	}
-}
-
-func TestParseQuota(t *testing.T) {
-	q, err := parseQuota(map[string]string{"remain": "-3", "ver": "7", "p:b": "2:1700000000000", "p:a": "1:1700000000001", "other": "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !q.Exists || q.Remain != -3 || q.Ver != "7" || len(q.Pending) != 2 || q.Pending[0].EventID != "a" ||
-		q.Pending[0].Amount != 1 || q.Pending[0].At.UnixMilli() != 1700000000001 || q.Pending[1].Field != "p:b" {
-		t.Fatalf("parsed %+v", q)
-	}
-	if q, err := parseQuota(nil); err != nil || q.Exists {
-		t.Fatalf("empty: %+v %v", q, err)
-	}
-	if q, err := parseQuota(map[string]string{"ver": "1", "p:e": "x"}); err != nil || q.Exists || q.Leftover != 2 {
-		t.Fatalf("hash without remain: %+v %v", q, err)
-	}
-	for _, bad := range []map[string]string{
-		{"remain": "1.5"},
-		{"remain": "1", "p:e": "0:1700000000000"},
-		{"remain": "1", "p:e": "x:1700000000000"},
-		{"remain": "1", "p:e": "3"},
-		{"remain": "1", "p:": "3:1700000000000"},
-	} {
-		if _, err := parseQuota(bad); err == nil {
-			t.Errorf("%v parsed", bad)
-		}
 	}
 }
 

@@ -28,7 +28,7 @@
 // remain, bumps ver and deletes the repaired p: fields. Anything else is an
 // abort, recorded as such; the next run looks again. A missing quota hash is not
 // zero: it is reported as missing_key and, with HydrateMissing (the default),
-// hydrated from merchant_balance by hydrate.lua, which writes only if the hash
+// hydrated from merchant_balance by quota.Hydrate, which writes only if the hash
 // is still absent and the lock is still ours — exactly what a worker would do
 // on its next event, done early so the next run finds nothing.
 //

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // checkpoint is a reconcile_checkpoints row: the credit and debit sums of a
@@ -66,7 +68,7 @@ func readLedger(ctx context.Context, db *sql.DB, merchants []string, bound int64
 }
 
 func readBases(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, full bool, views map[string]ledgerView) error {
-	in, args := inList(merchants)
+	in, args := ledger.InList(merchants)
 	rows, err := tx.QueryContext(ctx, `SELECT b.merchant_id, b.credited, b.debited,
 		COALESCE(c.last_ledger_id, 0), COALESCE(c.credited, 0), COALESCE(c.debited, 0)
 		FROM merchant_balance b LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id
@@ -100,7 +102,7 @@ func readSums(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, 
 	if full {
 		after = ""
 	}
-	in, args := inList(merchants)
+	in, args := ledger.InList(merchants)
 	q := `SELECT b.merchant_id,
 		COALESCE(SUM(CASE WHEN l.kind = 'credit' AND l.id <= ? THEN l.amount END), 0),
 		COALESCE(SUM(CASE WHEN l.kind = 'debit' AND l.id <= ? THEN l.amount END), 0),
@@ -187,7 +189,7 @@ func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint,
 	}
 	update := fmt.Sprintf(`credited = IF(%[1]s, VALUES(credited), credited), debited = IF(%[1]s, VALUES(debited), debited),
 		last_ledger_id = IF(%[1]s, VALUES(last_ledger_id), last_ledger_id)`, move)
-	err := retryDeadlock(ctx, func() error {
+	err := ledger.RetryDeadlocks(ctx, nil, func() error {
 		_, err := db.ExecContext(ctx, "INSERT INTO reconcile_checkpoints (merchant_id, last_ledger_id, credited, debited) VALUES "+
 			strings.Join(vals, ",")+" ON DUPLICATE KEY UPDATE "+update, args...)
 		return err

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // pageOutcome is what checking one page of merchants contributes to a run.
@@ -35,14 +37,19 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, held map
 			locked = append(locked, m)
 		}
 	}
-	hashes, err := readQuotas(ctx, r.rdb, r.keys, locked)
+	keys := make([]string, len(locked))
+	for i, m := range locked {
+		keys[i] = r.keys.Quota(m)
+	}
+	hashes, err := quota.Read(ctx, r.rdb, keys)
 	if err != nil {
 		return out, err
 	}
 	var pending []string
-	for _, m := range locked {
-		if q, perr := parseQuota(hashes[m]); perr == nil {
-			pending = append(pending, q.pendingIDs()...)
+	for _, h := range hashes {
+		q, _ := quota.Parse(h) // a malformed hash is a finding of classify
+		for _, p := range q.Pending {
+			pending = append(pending, p.EventID)
 		}
 	}
 	t, err := readTruth(ctx, r.db, locked, pending)
@@ -50,13 +57,13 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, held map
 		return out, err
 	}
 	now := r.now()
-	for _, m := range locked {
+	for i, m := range locked {
 		b, ok := t.Balances[m]
 		if !ok {
 			out.unknown = append(out.unknown, m)
 			continue
 		}
-		in := merchantInput{ID: m, Credited: b.Credited, Debited: b.Debited, Quota: hashes[m],
+		in := merchantInput{ID: m, Credited: b.Credited, Debited: b.Debited, Quota: hashes[i],
 			Confirmed: confirmedOf(m, t.Debited), Held: held[m]}
 		v := classify(in, now, r.cfg.policy())
 		applied, err := r.execute(ctx, m, locks[m], &v)
@@ -87,7 +94,7 @@ func (r *Reconciler) execute(ctx context.Context, m string, h Held, v *verdict) 
 	if r.beforeApply != nil {
 		r.beforeApply(m)
 	}
-	res, err := r.applyPlan(ctx, m, h.Token(), v.Plan)
+	applied, err := r.applyPlan(ctx, m, h.Token(), v.Plan)
 	if err != nil {
 		v.resolve(ActionAborted)
 		for i := range v.Findings {
@@ -101,10 +108,10 @@ func (r *Reconciler) execute(ctx context.Context, m string, h Held, v *verdict) 
 	}
 	fields := []zap.Field{zap.String("merchant_id", m), zap.Strings("kinds", kinds), zap.Int64("remain", v.Plan.Remain),
 		zap.Strings("fields_deleted", v.Plan.Delete)}
-	if res != scriptApplied {
+	if !applied {
 		v.resolve(ActionAborted)
 		r.m.repairs.WithLabelValues("aborted").Inc()
-		r.log.Warn("reconcile repair aborted: the hash or the lock moved", append(fields, zap.Int64("result", res))...)
+		r.log.Warn("reconcile repair aborted: the hash or the lock moved", fields...)
 		return false, nil
 	}
 	v.resolve(ActionRepaired)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -18,16 +19,16 @@ import (
 // of one Reconciler, and of several processes, may overlap: merchant locks and
 // the fenced compare-and-set keep each repair single.
 type Reconciler struct {
-	db      *sql.DB
-	rdb     redis.UniversalClient
-	keys    keyspace.Keyspace
-	locks   Locker
-	cfg     Config
-	log     *zap.Logger
-	m       *Metrics
-	scripts scripts
-	now     func() time.Time
-	late    time.Duration // how long after taking its id a ledger row may still commit: maxTxAge + slack
+	db     *sql.DB
+	rdb    redis.UniversalClient
+	keys   keyspace.Keyspace
+	locks  Locker
+	cfg    Config
+	log    *zap.Logger
+	m      *Metrics
+	repair *redis.Script
+	now    func() time.Time
+	late   time.Duration // how long after taking its id a ledger row may still commit: maxTxAge + slack
 
 	beforeApply func(merchant string) // test hook: between the read and the repair
 }
@@ -45,7 +46,7 @@ func New(db *sql.DB, rdb redis.UniversalClient, keys keyspace.Keyspace, locks Lo
 		return nil, err
 	}
 	return &Reconciler{db: db, rdb: rdb, keys: keys, locks: locks, cfg: cfg, log: cfg.Logger, m: cfg.Metrics,
-		scripts: newScripts(), now: time.Now, late: maxTxAge + slack}, nil
+		repair: redis.NewScript(repairLua), now: time.Now, late: maxTxAge + slack}, nil
 }
 
 // Run reconciles every merchant (or Config.Merchants) once, appends the audit
@@ -119,7 +120,7 @@ func (r *Reconciler) retryBusy(ctx context.Context, t *tally) error {
 		return ctx.Err()
 	case <-timer.C:
 	}
-	parts := chunks(busy, r.cfg.PageSize)
+	parts := slices.Collect(slices.Chunk(busy, r.cfg.PageSize))
 	for i, page := range parts {
 		out, err := r.checkPage(ctx, page, t.criticalSet())
 		t.addPage(out, true)
@@ -139,7 +140,7 @@ func (r *Reconciler) pages() func(context.Context) ([]string, error) {
 	if len(r.cfg.Merchants) > 0 {
 		ids := append([]string(nil), r.cfg.Merchants...)
 		sort.Strings(ids)
-		parts := chunks(dedup(ids), r.cfg.PageSize)
+		parts := slices.Collect(slices.Chunk(slices.Compact(ids), r.cfg.PageSize))
 		return func(context.Context) ([]string, error) {
 			if len(parts) == 0 {
 				return nil, nil
@@ -157,16 +158,6 @@ func (r *Reconciler) pages() func(context.Context) ([]string, error) {
 		}
 		return ids, err
 	}
-}
-
-func dedup(sorted []string) []string {
-	out := sorted[:0]
-	for i, s := range sorted {
-		if i == 0 || s != sorted[i-1] {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func (r *Reconciler) logRun(rep *Report) {

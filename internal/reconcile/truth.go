@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // balance is a merchant_balance row.
@@ -26,12 +29,12 @@ const maxInList = 1000
 func readTruth(ctx context.Context, db *sql.DB, merchants, eventIDs []string) (truth, error) {
 	t := truth{Balances: make(map[string]balance, len(merchants)), Debited: make(map[string]string)}
 	err := snapshot(ctx, db, func(tx *sql.Tx) error {
-		for _, part := range chunks(merchants, maxInList) {
+		for part := range slices.Chunk(merchants, maxInList) {
 			if err := readBalances(ctx, tx, part, t.Balances); err != nil {
 				return err
 			}
 		}
-		for _, part := range chunks(eventIDs, maxInList) {
+		for part := range slices.Chunk(eventIDs, maxInList) {
 			if err := readDebits(ctx, tx, part, t.Debited); err != nil {
 				return err
 			}
@@ -42,7 +45,7 @@ func readTruth(ctx context.Context, db *sql.DB, merchants, eventIDs []string) (t
 }
 
 func readBalances(ctx context.Context, tx *sql.Tx, merchants []string, out map[string]balance) error {
-	in, args := inList(merchants)
+	in, args := ledger.InList(merchants)
 	rows, err := tx.QueryContext(ctx,
 		"SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+in+")", args...)
 	if err != nil {
@@ -64,7 +67,7 @@ func readBalances(ctx context.Context, tx *sql.Tx, merchants []string, out map[s
 }
 
 func readDebits(ctx context.Context, tx *sql.Tx, eventIDs []string, out map[string]string) error {
-	in, args := inList(eventIDs)
+	in, args := ledger.InList(eventIDs)
 	rows, err := tx.QueryContext(ctx,
 		"SELECT event_id, merchant_id FROM quota_ledger WHERE kind = 'debit' AND event_id IN ("+in+")", args...)
 	if err != nil {
@@ -105,4 +108,10 @@ func listMerchants(ctx context.Context, db *sql.DB, after string, limit int) ([]
 		return nil, fmt.Errorf("reconcile: list merchants: %w", err)
 	}
 	return ids, nil
+}
+
+// snapshot runs fn in a read-only REPEATABLE READ transaction: every statement
+// of fn sees the same committed state.
+func snapshot(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	return ledger.InTx(ctx, db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
 }
