@@ -9,17 +9,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
 	"golang.org/x/term"
 
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/dial"
 	"github.com/quotaflow/billing/internal/dlq"
-	"github.com/quotaflow/billing/internal/logging"
 )
 
 const dlqUsage = `billingctl dlq: inspect and replay the dead-letter topic (KAFKA_DLQ_TOPIC)
@@ -31,7 +30,9 @@ const dlqUsage = `billingctl dlq: inspect and replay the dead-letter topic (KAFK
                         [--max-replays N] [--progress-file F] [--restart] [--output text|json]
 
 Times are RFC 3339 (2026-11-29T07:00:00Z) or a duration ago (90m, 2h, 7d), on the
-time a record was dead-lettered. Neither command joins a consumer group.
+time a record was dead-lettered. Records of one provenance (a message dead-lettered
+more than once) are one message: listed once with their copies, sent once. Neither
+command joins a consumer group.
 `
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -65,23 +66,21 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if *topic == "" {
-		*topic = cfg.Kafka.DLQTopic
-	}
+	*topic = cmp.Or(*topic, cfg.Kafka.DLQTopic)
 	if *output == "json" {
-		j := dlq.NewJSONList(stdout, *list)
-		s, err := c.Summarize(ctx, *topic, j.Add)
+		j := newJSONList(stdout, *list)
+		s, err := c.Summarize(ctx, *topic, j.add)
 		if err != nil {
 			return err
 		}
-		return j.Close(s)
+		return j.close(s)
 	}
 	var each func(dlq.Entry) error
 	if *list {
-		if _, err := io.WriteString(stdout, dlq.ListHeader); err != nil {
+		if _, err := io.WriteString(stdout, listHeader); err != nil {
 			return err
 		}
-		each = func(e dlq.Entry) error { return dlq.WriteListLine(stdout, e) }
+		each = func(e dlq.Entry) error { return writeListLine(stdout, e) }
 	}
 	s, err := c.Summarize(ctx, *topic, each)
 	if err != nil {
@@ -90,7 +89,7 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *list {
 		fmt.Fprintln(stdout)
 	}
-	return s.WriteText(stdout, *top)
+	return writeSummary(stdout, s, *top)
 }
 
 func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -112,8 +111,8 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.ToTopic, "to-topic", "", "send here instead of each record's original topic")
 	fs.StringVar(&o.JobID, "job-id", "", "replay.job_id header (default: the resumed job's, or generated)")
 	fs.IntVar(&o.MaxReplays, "max-replays", dlq.DefaultMaxReplays, "refuse records already replayed this many times")
-	fs.StringVar(&o.ProgressFile, "progress-file", "", "progress file (default ./dlq-replay-<dlq-topic>.json)")
-	fs.BoolVar(&o.Restart, "restart", false, "ignore the stored progress of this selection and start over")
+	fs.StringVar(&o.ProgressFile, "progress-file", "", "progress file (default ./dlq-replay-<dlq-topic>.jsonl)")
+	fs.BoolVar(&o.Restart, "restart", false, "begin a new job for this selection: send again what its stored job sent")
 	fs.IntVar(&o.BatchSize, "batch-size", 100, "messages per acknowledged write")
 	output := fs.String("output", "text", "text or json")
 	topic := fs.String("topic", "", "DLQ topic (default KAFKA_DLQ_TOPIC)")
@@ -129,23 +128,23 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	o.DLQTopic = cmp.Or(*topic, cfg.Kafka.DLQTopic)
-	o.ProgressFile = cmp.Or(o.ProgressFile, "dlq-replay-"+o.DLQTopic+".json")
+	o.ProgressFile = cmp.Or(o.ProgressFile, "dlq-replay-"+o.DLQTopic+".jsonl")
 	if err := o.Validate(); err != nil {
 		return usageError(fs, stderr, err.Error())
 	}
 
-	plan := &dlq.PlanPrinter{W: stdout, JSON: *output == "json"}
+	plan := &planPrinter{w: stdout, json: *output == "json"}
 	var obs dlq.Observer = plan
-	var bar *dlq.ProgressObserver
+	var bar *progressObserver
 	if !o.DryRun {
-		bar = dlq.NewProgressObserver(stderr, isTerminal(stderr))
+		bar = &progressObserver{w: stderr, terminal: isTerminal(stderr), interval: time.Second}
 		obs = bar
 	}
 	rep, err := c.Replay(ctx, o, obs)
 	if bar != nil {
-		bar.Finish()
+		bar.finish()
 	}
-	if perr := writeReport(stdout, *output, rep, plan.Planned); perr != nil && err == nil {
+	if perr := cmp.Or(writeReport(stdout, *output, rep, plan.planned), plan.err); perr != nil && err == nil {
 		err = perr
 	}
 	if errors.Is(err, context.Canceled) {
@@ -158,14 +157,17 @@ func parseFilter(classes, merchants, events, since, until, partitions string, of
 	var f dlq.Filter
 	var errs []error
 	var err error
-	if f.Classes, err = dlq.ParseClasses(classes); err != nil {
-		errs = append(errs, err)
+	for _, c := range splitList(classes) {
+		if !slices.Contains([]dlq.Class{dlq.ClassInvalid, dlq.ClassConflict, dlq.ClassRefused, dlq.ClassExhausted}, dlq.Class(c)) {
+			errs = append(errs, fmt.Errorf("--error-class %q is not one of invalid, conflict, refused, exhausted", c))
+		}
+		f.Classes = append(f.Classes, dlq.Class(c))
 	}
 	f.Merchants, f.EventIDs = splitList(merchants), splitList(events)
-	if f.Since, err = dlq.ParseTimeBound(since, now); err != nil {
+	if f.Since, err = parseTimeBound(since, now); err != nil {
 		errs = append(errs, fmt.Errorf("--since: %w", err))
 	}
-	if f.Until, err = dlq.ParseTimeBound(until, now); err != nil {
+	if f.Until, err = parseTimeBound(until, now); err != nil {
 		errs = append(errs, fmt.Errorf("--until: %w", err))
 	}
 	for _, p := range splitList(partitions) {
@@ -179,20 +181,43 @@ func parseFilter(classes, merchants, events, since, until, partitions string, of
 	if offsetTo >= 0 {
 		f.OffsetEnd = offsetTo + 1
 	}
-	if err := errors.Join(errs...); err != nil {
-		return f, err
-	}
-	return f, f.Validate()
+	return f, errors.Join(errs...)
 }
 
-func writeReport(w io.Writer, output string, rep dlq.Report, planned []dlq.PlannedView) error {
+// errBadTime means a time bound is neither RFC 3339 nor a duration.
+var errBadTime = errors.New("not an RFC 3339 time or a duration")
+
+// parseTimeBound reads an RFC 3339 time ("2026-11-29T07:00:00Z") or a
+// duration ago ("90m", "2h", "7d"). An empty spec is the zero bound. A
+// relative bound keeps its text, so it names the same selection every run.
+func parseTimeBound(spec string, now time.Time) (dlq.TimeBound, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return dlq.TimeBound{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, spec); err == nil {
+		return dlq.TimeBound{Spec: t.UTC().Format(time.RFC3339Nano), At: t.UTC()}, nil
+	}
+	d, err := time.ParseDuration(spec)
+	if days, ok := strings.CutSuffix(spec, "d"); ok {
+		var n int
+		n, err = strconv.Atoi(days)
+		d = time.Duration(n) * 24 * time.Hour
+	}
+	if err != nil || d < 0 {
+		return dlq.TimeBound{}, fmt.Errorf("%w: %q", errBadTime, spec)
+	}
+	return dlq.TimeBound{Spec: spec, At: now.Add(-d).UTC()}, nil
+}
+
+func writeReport(w io.Writer, output string, rep dlq.Report, planned []plannedView) error {
 	if output == "json" {
 		doc := struct {
-			Report  dlq.Report        `json:"report"`
-			Planned []dlq.PlannedView `json:"planned,omitempty"`
+			Report  dlq.Report    `json:"report"`
+			Planned []plannedView `json:"planned,omitempty"`
 		}{rep, planned}
 		if rep.DryRun && doc.Planned == nil {
-			doc.Planned = []dlq.PlannedView{}
+			doc.Planned = []plannedView{}
 		}
 		b, err := json.MarshalIndent(doc, "", "  ")
 		if err != nil {
@@ -208,6 +233,9 @@ func writeReport(w io.Writer, output string, rep dlq.Report, planned []dlq.Plann
 	}
 	fmt.Fprintf(&b, "%s %d message(s) as job %s; selection %s\n", verb, rep.Sent, rep.JobID, rep.Selection)
 	fmt.Fprintf(&b, "examined %d DLQ record(s), %d selected, %d refused", rep.Examined, rep.Matched, len(rep.Refused))
+	if rep.Copies > 0 {
+		fmt.Fprintf(&b, ", %d copies skipped (a message dead-lettered more than once is sent once)", rep.Copies)
+	}
 	switch {
 	case rep.LimitReached:
 		b.WriteString("; stopped at --limit, run again for more")
@@ -218,9 +246,6 @@ func writeReport(w io.Writer, output string, rep dlq.Report, planned []dlq.Plann
 		b.WriteString("; resumed from " + rep.ProgressFile)
 	}
 	b.WriteString("\n")
-	if rep.Expired > 0 {
-		fmt.Fprintf(&b, "WARNING: %d DLQ offset(s) expired by retention before this selection reached them\n", rep.Expired)
-	}
 	for _, r := range rep.Refused {
 		fmt.Fprintf(&b, "refused %d/%d event_id=%s merchant=%s: %s\n", r.Partition, r.Offset, cmp.Or(r.EventID, "-"), r.Merchant, r.Reason)
 	}
@@ -238,11 +263,7 @@ func dlqClient() (*dlq.Client, config.Config, error) {
 	if err != nil {
 		return nil, cfg, err
 	}
-	log, err := logging.New(cfg.LogLevel)
-	if err != nil {
-		log = zap.NewNop()
-	}
-	c, err := dlq.NewClient(dlq.Broker{Addrs: cfg.Kafka.Brokers, Transport: k.Transport, Franz: k.Franz}, log, dlq.Options{})
+	c, err := dlq.NewClient(dlq.Broker{Addrs: cfg.Kafka.Brokers, Dialer: k.Dialer, Transport: k.Transport})
 	return c, cfg, err
 }
 

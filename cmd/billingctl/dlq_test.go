@@ -90,8 +90,8 @@ func TestDLQList(t *testing.T) {
 		t.Fatalf("%v\n%s", err, errs)
 	}
 	var doc struct {
-		Records []dlq.EntryView `json:"records"`
-		Summary dlq.Summary     `json:"summary"`
+		Records []entryView `json:"records"`
+		Summary dlq.Summary `json:"summary"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("ls --output json does not parse: %v\n%s", err, out)
@@ -105,7 +105,7 @@ func TestDLQList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Count(out, "\n") < 6 || !strings.Contains(out, "PARTITION/OFFSET") || !strings.Contains(out, "4 record(s)") || !strings.Contains(out, "e-3") {
+	if strings.Count(out, "\n") < 6 || !strings.Contains(out, "PARTITION/OFFSET") || !strings.Contains(out, "4 message(s)") || !strings.Contains(out, "e-3") {
 		t.Errorf("ls text:\n%s", out)
 	}
 }
@@ -113,15 +113,15 @@ func TestDLQList(t *testing.T) {
 func TestDLQReplay(t *testing.T) {
 	orig, _, tr := dlqEnv(t)
 	brokers := strings.Split(os.Getenv("KAFKA_BROKERS"), ",")
-	progress := filepath.Join(t.TempDir(), "p.json")
+	progress := filepath.Join(t.TempDir(), "p.jsonl")
 
 	out, errs, err := runCmd(t, "dlq", "replay", "--dry-run", "--output", "json", "--progress-file", progress, "--job-id", "j-1")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errs)
 	}
 	var doc struct {
-		Report  dlq.Report        `json:"report"`
-		Planned []dlq.PlannedView `json:"planned"`
+		Report  dlq.Report    `json:"report"`
+		Planned []plannedView `json:"planned"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("replay --output json: %v\n%s", err, out)
@@ -146,6 +146,50 @@ func TestDLQReplay(t *testing.T) {
 	}
 	if n := countMessages(t, brokers, tr, orig); n != 1 {
 		t.Errorf("%s holds %d message(s), want 1", orig, n)
+	}
+}
+
+// Two copies of one record (one message dead-lettered twice): ls lists it
+// once with copies=2, and replay sends it once.
+func TestDLQCopies(t *testing.T) {
+	orig, dlqTopic, tr := dlqEnv(t)
+	brokers := strings.Split(os.Getenv("KAFKA_BROKERS"), ",")
+	at := time.Date(2026, 11, 29, 7, 5, 0, 0, time.UTC)
+	first := kafka.Message{Topic: orig, Partition: 0, Offset: 1, Key: []byte("m-1"), Value: []byte("copy")}
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: dlqTopic, Transport: tr, Balancer: &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	msg := dlq.FromFailure(first, "billing-worker", dlq.ClassConflict, errors.New("failed again"), 2, at, at).KafkaMessage()
+	if err := w.WriteMessages(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+
+	out, errs, err := runCmd(t, "dlq", "ls", "--list", "--output", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errs)
+	}
+	var doc struct {
+		Records []entryView `json:"records"`
+		Summary dlq.Summary `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	copies := map[int]int{}
+	for _, r := range doc.Records {
+		copies[r.Copies]++
+	}
+	if len(doc.Records) != 4 || copies[2] != 1 || copies[1] != 3 || doc.Summary.Total != 4 || doc.Summary.Copies != 1 {
+		t.Errorf("ls: %d records (by copies %v), summary %+v", len(doc.Records), copies, doc.Summary)
+	}
+
+	progress := filepath.Join(t.TempDir(), "p.jsonl")
+	out, errs, err = runCmd(t, "dlq", "replay", "--error-class", "conflict", "--progress-file", progress)
+	if err != nil || !strings.Contains(out, "sent 1 message(s)") {
+		t.Fatalf("replay: %v\n%s\n%s", err, out, errs)
+	}
+	if n := countMessages(t, brokers, tr, orig); n != 1 {
+		t.Errorf("%s holds %d message(s), want the one message once", orig, n)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
-	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
@@ -108,7 +107,7 @@ func sameLedger(t *testing.T, what string, before, after ledgerState) {
 
 func (g *rig) dlqClient() *dlq.Client {
 	g.t.Helper()
-	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers, Transport: g.transport}, zap.NewNop(), dlq.Options{})
+	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers, Transport: g.transport})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -118,13 +117,21 @@ func (g *rig) dlqClient() *dlq.Client {
 // highWatermarks is the high watermark of each partition of topic.
 func (g *rig) highWatermarks(ctx context.Context, topic string) map[int]int64 {
 	g.t.Helper()
-	ranges, err := g.dlqClient().Watermarks(ctx, topic)
+	meta, err := g.client().Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil || len(meta.Topics) != 1 {
+		g.t.Fatalf("metadata of %s: %v", topic, err)
+	}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, p := range meta.Topics[0].Partitions {
+		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p.ID))
+	}
+	resp, err := g.client().ListOffsets(ctx, req)
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	out := map[int]int64{}
-	for _, r := range ranges {
-		out[r.Partition] = r.To
+	for _, p := range resp.Topics[topic] {
+		out[p.Partition] = p.LastOffset
 	}
 	return out
 }
@@ -246,7 +253,7 @@ func TestReplayEndToEnd(t *testing.T) {
 		t.Fatalf("ledger holds %d events, want the %d healthy ones", len(poisonedState.events), len(tr.valid)-len(tr.poisoned))
 	}
 	exhausted := dlq.Filter{Classes: []dlq.Class{dlq.ClassExhausted}}
-	progress := filepath.Join(t.TempDir(), "exhausted.json")
+	progress := filepath.Join(t.TempDir(), "exhausted.jsonl")
 
 	t.Run("dry run sends nothing", func(t *testing.T) {
 		topicHW, dlqHW := g.highWatermarks(ctx, g.topic), g.highWatermarks(ctx, g.dlqTopic)
@@ -332,7 +339,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	})
 
 	conflicts := dlq.Filter{Classes: []dlq.Class{dlq.ClassConflict}}
-	conflictProgress := filepath.Join(t.TempDir(), "conflicts.json")
+	conflictProgress := filepath.Join(t.TempDir(), "conflicts.jsonl")
 	refailed := 0 // records a replay sent back to the DLQ
 	t.Run("a replayed record that fails again returns with its count raised", func(t *testing.T) {
 		before := g.ledgerState(ctx)

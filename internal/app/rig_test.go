@@ -135,11 +135,7 @@ func (g *rig) drain(ctx context.Context) {
 
 func (g *rig) dlqRecords(ctx context.Context) []dlq.Record {
 	g.t.Helper()
-	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers, Transport: g.transport}, zap.NewNop(), dlq.Options{})
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	recs, err := scenario.ReadDLQ(ctx, c, g.dlqTopic)
+	recs, err := g.dlqClient().Records(ctx, g.dlqTopic)
 	if err != nil {
 		g.t.Fatal(err)
 	}

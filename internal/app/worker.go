@@ -118,7 +118,7 @@ func consumerConfig(cfg config.Config, svc *Services) consumer.Config {
 		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, BatchWait: cfg.Worker.BatchWait,
 		MaxInFlightPerPartition: cfg.Worker.MaxInFlight, CommitInterval: cfg.Worker.CommitInterval,
 		MaxAttempts: cfg.Worker.MaxAttempts, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-		Dialer: svc.Kafka.Dialer, Transport: svc.Kafka.Transport, Franz: svc.Kafka.Franz,
+		Dialer: svc.Kafka.Dialer, Transport: svc.Kafka.Transport,
 		SessionTimeout:    cfg.Kafka.SessionTimeout,
 		HeartbeatInterval: min(3*time.Second, cfg.Kafka.SessionTimeout/3),
 	}

@@ -2,14 +2,11 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-
-	"github.com/quotaflow/billing/internal/dlq"
 )
 
 // BenchmarkConsume measures messages/s from a kfake topic (4 partitions,
@@ -43,46 +40,12 @@ func BenchmarkConsume(b *testing.B) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 }
 
-// BenchmarkDLQScan measures the scan a generation runs before it
-// dead-letters anything: a full default window (10,000 records, each with
-// the headers and a 200-byte value) in one dead-letter partition, read from
-// kfake and filtered. One op is one scan.
-//
-//	go test -run '^$' -bench DLQScan -benchtime 10x ./internal/consumer/
-func BenchmarkDLQScan(b *testing.B) {
-	c := newCluster(b)
-	dlqTopic := c.k.Topic(b, 1)
-	cfg := c.config("billing-in", dlqTopic)
-	cfg.setDefaults()
-	value := make([]byte, 200)
-	at := time.Now()
-	msgs := make([]kafka.Message, cfg.DLQScanWindow)
-	for i := range msgs {
-		m := kafka.Message{Topic: cfg.Topic, Partition: i % 4, Offset: int64(i), Time: at, Key: []byte(itoa(i)), Value: value}
-		msgs[i] = dlq.FromFailure(m, cfg.Group, dlq.ClassInvalid, errors.New("undecodable"), 1, at, at).KafkaMessage()
-	}
-	c.produce(b, dlqTopic, msgs)
-	s := &dlqScan{cfg: cfg, rt: c.tr, log: testLogger(b), starts: map[int]int64{0: 0, 1: 0}}
-	b.ResetTimer()
-	began := time.Now()
-	for range b.N {
-		found, st, err := s.run(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if st.read != len(msgs) || len(found[0])+len(found[1]) != len(msgs)/2 {
-			b.Fatalf("read %d, kept %d", st.read, len(found[0])+len(found[1]))
-		}
-	}
-	b.ReportMetric(float64(b.N*len(msgs))/time.Since(began).Seconds(), "records/s")
-}
-
 // BenchmarkDeadLetter measures messages/s through the consumer when every
-// message is undecodable and so dead-lettered (each publish its own
-// transaction): b.N are produced first, then timed from Run's start until
-// every one is dead-lettered.
+// message is undecodable and so dead-lettered (a synchronous acks=all write
+// per lane batch, each followed by a commit): b.N are produced first, then
+// timed from Run's start until every one is dead-lettered.
 //
-//	go test -run '^$' -bench DeadLetter -benchtime 2000x ./internal/consumer/
+//	go test -run '^$' -bench DeadLetter -benchtime 20000x ./internal/consumer/
 func BenchmarkDeadLetter(b *testing.B) {
 	c := newCluster(b)
 	const parts = 4

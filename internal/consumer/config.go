@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Config tunes a Consumer. Zero values take the defaults named on each field;
@@ -36,42 +35,21 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	Dialer    *kafka.Dialer      // readers and the group (TLS, SASL); nil: a plain dialer
-	Transport kafka.RoundTripper // the dead-letter scan's look-ups (TLS, SASL); nil: one owned and closed by Run
-	// Franz are the franz-go options (client ID, TLS, SASL) of the
-	// dead-letter topic's transactional writers and read_committed scan.
-	Franz []kgo.Opt
-	// DLQTxnTimeout is the dead-letter writers' transaction timeout: how long
-	// a transaction left open by a crashed member may hold back readers of
-	// its dead-letter partition, unless the partition's next owner aborts it
-	// first, as it does on taking over (default 10s).
-	DLQTxnTimeout time.Duration
+	Transport kafka.RoundTripper // the dead-letter writer (TLS, SASL); nil: one of Run's own, like Dialer
 
 	SessionTimeout    time.Duration // group session (default 30s)
 	HeartbeatInterval time.Duration // default 3s; below SessionTimeout
 	RebalanceTimeout  time.Duration // default 30s; a revoked generation drains within half of it
 	JoinGroupBackoff  time.Duration // wait after a failed join (default 2s)
 	// GroupTimeout is the network timeout of coordinator requests, commits
-	// included (default 5s, at most a fifth of ShutdownTimeout, so that the
-	// final commit fits in the shutdown bound).
+	// included, and of dead-letter writes (default 5s, at most a fifth of
+	// ShutdownTimeout, so that the final commit fits in the shutdown bound).
 	GroupTimeout time.Duration
-
-	// DLQScanWindow is how many of the newest offsets (records, and the
-	// markers each transaction adds) of each dead-letter partition a
-	// generation reads before it dead-letters anything, to find
-	// the messages of its partitions that a previous owner dead-lettered but
-	// did not commit, and not publish them again (default 10000). A negative
-	// value (DisableDLQScan) turns the scan off: then a message is
-	// dead-lettered at least once, twice when a crash or a refused commit
-	// comes between its publish and its commit.
-	DLQScanWindow int
 
 	MinBytes int           // fetch: answer as soon as this many bytes are there (default 1)
 	MaxBytes int           // fetch: most bytes per response (default 1 MB)
 	MaxWait  time.Duration // fetch: longest wait for MinBytes (default 100ms)
 }
-
-// DisableDLQScan as Config.DLQScanWindow turns the dead-letter scan off.
-const DisableDLQScan = -1
 
 func (c *Config) setDefaults() {
 	setInt(&c.Lanes, 16)
@@ -88,8 +66,6 @@ func (c *Config) setDefaults() {
 	setDur(&c.RebalanceTimeout, 30*time.Second)
 	setDur(&c.JoinGroupBackoff, 2*time.Second)
 	setDur(&c.GroupTimeout, min(5*time.Second, c.ShutdownTimeout/5))
-	setInt(&c.DLQScanWindow, 10000)
-	setDur(&c.DLQTxnTimeout, 10*time.Second)
 	setInt(&c.MinBytes, 1)
 	setInt(&c.MaxBytes, 1<<20)
 	setDur(&c.MaxWait, 100*time.Millisecond)
@@ -145,7 +121,6 @@ func (c Config) Validate() error {
 		{"ProbeTimeout", c.ProbeTimeout}, {"ShutdownTimeout", c.ShutdownTimeout}, {"SessionTimeout", c.SessionTimeout},
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"RebalanceTimeout", c.RebalanceTimeout},
 		{"JoinGroupBackoff", c.JoinGroupBackoff}, {"GroupTimeout", c.GroupTimeout}, {"MaxWait", c.MaxWait},
-		{"DLQTxnTimeout", c.DLQTxnTimeout},
 	}
 	for _, d := range durations {
 		if d.d <= 0 {

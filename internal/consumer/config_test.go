@@ -14,7 +14,7 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if c.Lanes != 16 || c.BatchSize != 256 || c.MaxAttempts != 5 || c.ShutdownTimeout != 10*time.Second ||
 		c.CommitInterval != time.Second || c.MaxInFlightPerPartition != 4096 || c.GroupTimeout != 2*time.Second ||
-		c.BatchWait != 0 || c.MaxWait != 100*time.Millisecond || c.DLQScanWindow != 10000 {
+		c.BatchWait != 0 || c.MaxWait != 100*time.Millisecond {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 }
@@ -41,7 +41,6 @@ func TestConfigValidate(t *testing.T) {
 		{"negative durations", func(c *Config) { c.BatchWait, c.ShutdownTimeout = -1, -1 },
 			[]string{"BatchWait = -1ns", "ShutdownTimeout = -1ns"}},
 		{"fetch sizes", func(c *Config) { c.MinBytes, c.MaxBytes = 10, 5 }, []string{"MinBytes 10 > MaxBytes 5"}},
-		{"dead-letter scan disabled", func(c *Config) { c.DLQScanWindow = DisableDLQScan }, nil},
 		{"empty broker", func(c *Config) { c.Brokers = []string{"a:1", ""} }, []string{"Brokers[1] is empty"}},
 	}
 	for _, tt := range tests {

@@ -1,57 +1,29 @@
 // Package consumer consumes a Kafka topic in a consumer group and hands
-// batches to a handler: messages are decoded, dispatched by lane key into a
-// bounded number of lanes (one key always in the same lane, so in order;
-// different lanes in parallel), batched per lane by size and time, and their
-// offsets committed per partition up to the highest contiguous done offset,
-// never past an unfinished message.
+// batches to a handler: messages are decoded, dispatched by lane key into
+// bounded lanes (one key always in the same lane, so in order; lanes in
+// parallel), batched per lane by size and time, and committed per partition
+// up to the highest contiguous done offset, never past an unfinished message.
+// Work of a revoked generation is dropped uncommitted.
 //
-// Delivery is at least once: a message is handled again after a crash or a
-// rebalance when its offset was not committed yet, so handlers must be
-// idempotent. Errors come in three kinds: the handler records business
-// outcomes itself (nil error); permanent errors (failure.IsPermanent, and every
-// decode error) go to the dead-letter topic at once; transient errors are
-// retried with backoff while the lane waits. An outage is retried for as
-// long as it lasts and never dead-lettered: an error that describes a server
-// (failure.IsOutage: a missing table, a read-only database, a refused
-// connection, CLUSTERDOWN, a timeout), or any transient error while the Probe
-// fails. Only an item that fails alone, for another reason, with the Probe
-// healthy counts an attempt; after MaxAttempts it is dead-lettered as
-// exhausted.
+// Delivery is at least once, so handlers must be idempotent. The handler
+// records business outcomes itself (nil error); a permanent error
+// (failure.IsPermanent, and every decode error) sends the message to the
+// dead-letter topic at once; a transient one is retried with backoff while
+// the lane waits. An outage (failure.IsOutage, or any transient error while
+// the Probe fails) is retried for as long as it lasts and never
+// dead-lettered; an item failing alone with the Probe healthy counts an
+// attempt, and after MaxAttempts is dead-lettered as exhausted.
 //
-// A message goes to the dead-letter topic exactly once, also across crashes,
-// rebalances and members frozen past their session (a GC pause, SIGSTOP),
-// although its offset is committed only after the publish. Each consumed
-// partition has a transactional writer of its own, under the transactional
-// ID "<group>/<topic>/<partition>", and its records are written in Kafka
-// transactions. A generation opens the writers of its partitions first:
-// that aborts what a previous owner left open and fences the previous
-// owner's writer, so that a frozen member that wakes up still believing it
-// owns the partition can no longer commit a record. Then it reads the
-// newest DLQScanWindow committed records of every dead-letter partition, and
-// a message about to be dead-lettered whose record (this group, this topic,
-// same partition, offset and timestamp) is there already is only marked done
-// (billing_dlq_skipped_total). A writer whose write failed (its transaction's
-// outcome unknown) is replaced, and the topic scanned again, before the
-// next write. Handling does not wait for the scan, dead-lettering does; a
-// failing scan is retried with backoff and reported by Ready. After a
-// publish the partition is committed at once rather than at the next
-// CommitInterval, which keeps the window for a skip short in the first
-// place. The dead-letter topic must be read with isolation level
-// read_committed (dlq.ReadCommitted): other readers also see records of
-// aborted transactions. Not covered: a record pushed out of the window by
-// more than DLQScanWindow newer records in its dead-letter partition before
-// the partition's next owner scans. With DisableDLQScan dead-lettering is at
-// least once.
-//
-// Trade-offs: a lane waits while its batch is retried, so an outage or a
-// failing dead-letter publish stalls that lane's keys and, through the
-// bounded in-flight window, its partitions' fetch (nothing is skipped). On a
-// rebalance or shutdown, batches already in the handler may finish within a
-// drain budget; anything else fetched is dropped uncommitted and redelivered.
-// A handler call that ignores its context is abandoned, not awaited past the
-// shutdown bound.
-//
-// The package knows nothing of what the messages mean.
+// Dead-lettering is at least once, as Spring Kafka's DLT: a message's offset
+// is committed only after the dead-letter topic acknowledged its record
+// (acks=all), so a crash or a lost generation in between dead-letters it
+// again. Copies share the record key, the message's provenance (see package
+// dlq), which readers and compaction fold. A lane waits while its batch is
+// retried or its dead-letter write fails, and through the bounded in-flight
+// window so do its partitions' fetches: nothing is skipped. On a rebalance or
+// shutdown, batches in the handler may finish within a drain budget; the rest
+// is dropped uncommitted, and a handler call that ignores its context is
+// abandoned. The package knows nothing of what the messages mean.
 package consumer
 
 import (
@@ -108,8 +80,9 @@ type Consumer[T any] struct {
 	m       *Metrics
 	health  *health
 
-	started atomic.Bool
-	lookups *dlqLookups
+	started   atomic.Bool
+	transport kafka.RoundTripper // of the dead-letter writer and look-ups
+	dlqWriter *kafka.Writer
 
 	// all counts every goroutine Run starts; Run waits for it, bounded by
 	// the shutdown deadline.
@@ -165,7 +138,16 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		c.health.setState(ErrStopped)
 		return fmt.Errorf("consumer: group: %w", err)
 	}
-	c.lookups = newDLQLookups(c.cfg)
+	c.transport = c.cfg.Transport
+	if c.transport == nil {
+		tr := &kafka.Transport{}
+		if d := c.cfg.Dialer; d != nil { // the same identity and security as the readers
+			tr.ClientID, tr.TLS, tr.SASL = d.ClientID, d.TLS, d.SASLMechanism
+		}
+		defer tr.CloseIdleConnections()
+		c.transport = tr
+	}
+	c.dlqWriter = newDLQWriter(c.cfg, c.transport)
 	defer context.AfterFunc(ctx, func() { c.stopping() })() // the bound starts at cancellation
 
 	closed := make(chan struct{})
@@ -199,9 +181,12 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 	if !waitUntil(closed, deadline) {
 		c.log.Warn("consumer group close outlasted the shutdown timeout; leaving it to finish on its own")
 	}
-	c.lookups.close()
 	allDone := make(chan struct{})
-	go func() { c.all.Wait(); close(allDone) }()
+	go func() {
+		c.all.Wait()
+		_ = c.dlqWriter.Close() // writes are synchronous: nothing is left to flush
+		close(allDone)
+	}()
 	if !waitUntil(allDone, deadline) {
 		c.log.Error("handler calls still running at the shutdown deadline; abandoned, their offsets not committed")
 	}

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/failure"
@@ -126,7 +130,7 @@ func TestDeadLetters(t *testing.T) {
 	if len(special) != 0 {
 		t.Errorf("not dead-lettered: %v", special)
 	}
-	if got := c.dlqSize(t, dlqTopic, 1); got != int64(len(records)) {
+	if got := c.dlqSize(t, dlqTopic); got != len(records) {
 		t.Errorf("DLQ holds %d records, want %d", got, len(records))
 	}
 	if got := value(t, m.retries.WithLabelValues(retryItem)); got != 8 {
@@ -147,7 +151,8 @@ func decoderFor(f func(kafka.Message) (event, string, error)) Decoder[event] { r
 
 // While the dead-letter topic does not exist, the poison message's offset is
 // not committed and Ready says why; once the topic exists the record lands
-// and the partition moves on.
+// and the partition moves on. Ready names the missing topic even before a
+// message needs it.
 func TestDeadLetterPublishMustSucceedFirst(t *testing.T) {
 	c := newCluster(t)
 	const parts = 2
@@ -159,12 +164,19 @@ func TestDeadLetterPublishMustSucceedFirst(t *testing.T) {
 	c.produce(t, topic, msgs)
 	first, _ := c.offsets(t, topic, parts)
 
+	idle := start(t, c.config(c.k.Topic(t, 1), dlqTopic), newRecorder().handler(0), nil) // no message at all
+	absent := func(r *running) bool {
+		err := r.c.Ready(context.Background())
+		return err != nil && strings.Contains(err.Error(), "dead-letter topic "+dlqTopic+": the topic does not exist")
+	}
+	waitFor(t, 10*time.Second, "Ready naming the missing topic", func() bool { return absent(idle) })
+
 	rec := newRecorder()
 	cfg := c.config(topic, dlqTopic)
 	r := start(t, cfg, rec.handler(0), nil)
-	waitFor(t, 10*time.Second, "dead-letter scan retried", func() bool { return value(t, r.m.retries.WithLabelValues(retryScan)) >= 2 })
-	if err := r.c.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "dead-letter topic "+dlqTopic+": the topic does not exist") {
-		t.Fatalf("Ready while the DLQ is unavailable = %v", err)
+	waitFor(t, 10*time.Second, "dead-letter publish retried", func() bool { return value(t, r.m.retries.WithLabelValues(retryDLQ)) >= 2 })
+	if !absent(r) {
+		t.Fatalf("Ready while the DLQ is unavailable = %v", r.c.Ready(context.Background()))
 	}
 	_, end := c.offsets(t, topic, parts)
 	committed := c.committed(t, cfg.Group, topic, parts)
@@ -189,4 +201,239 @@ func TestDeadLetterPublishMustSucceedFirst(t *testing.T) {
 	}
 	c.waitCommittedEnd(t, cfg.Group, topic, parts)
 	waitFor(t, 5*time.Second, "ready", func() bool { return r.c.Ready(context.Background()) == nil })
+	waitFor(t, 5*time.Second, "the idle consumer ready", func() bool { return idle.c.Ready(context.Background()) == nil })
+}
+
+// faultHooks returns the in-process broker, or skips loudly: only it takes
+// injected faults.
+func faultHooks(t *testing.T, c *cluster) *kfake.Cluster {
+	t.Helper()
+	if c.k.Cluster == nil {
+		t.Skip("INTEGRATION TEST NOT RUN: broker fault injection needs the in-process kfake broker; KAFKA_BROKERS is set")
+	}
+	return c.k.Cluster
+}
+
+// withPoison inserts n undecodable messages into msgs, spread over keys and
+// so partitions, and returns their values.
+func withPoison(msgs []kafka.Message, n int) ([]kafka.Message, []string) {
+	var values []string
+	step := len(msgs) / (n + 1)
+	for i := n; i >= 1; i-- {
+		key := fmt.Sprintf("k-%d", i)
+		v := fmt.Sprintf("%s:poison-%d", key, i)
+		at := i * step
+		msgs = append(msgs[:at], append([]kafka.Message{{Key: []byte(key), Value: []byte(v)}}, msgs[at:]...)...)
+		values = append(values, v)
+	}
+	return msgs, values
+}
+
+// dlqRecords reads every record of a dead-letter topic, copies included,
+// through a transport of its own: a shared one's metadata cache may not know
+// a topic created since.
+func (c *cluster) dlqRecords(t *testing.T, topic string) []dlq.Record {
+	t.Helper()
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client, err := dlq.NewClient(dlq.Broker{Addrs: c.k.Brokers, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	recs, err := client.Records(ctx, topic)
+	if err != nil {
+		t.Fatalf("read DLQ: %v", err)
+	}
+	return recs
+}
+
+func (c *cluster) dlqSize(t *testing.T, topic string) int { return len(c.dlqRecords(t, topic)) }
+
+// checkDeadLettered asserts the dead-letter invariant: every poison message
+// is in the DLQ, and distinct by provenance exactly once (copies of one
+// provenance are the same message), nothing else is. It returns the copies
+// of each poison value.
+func (c *cluster) checkDeadLettered(t *testing.T, topic, dlqTopic string, poison []string) map[string]int {
+	t.Helper()
+	copies := map[string]int{}
+	values := map[string]string{} // provenance -> value
+	for _, rec := range c.dlqRecords(t, dlqTopic) {
+		p := rec.Provenance()
+		if v, ok := values[p]; ok && v != string(rec.Value) {
+			t.Errorf("%s dead-lettered as %q and %q", p, v, rec.Value)
+		}
+		if rec.OriginalTopic != topic {
+			t.Errorf("%s: original topic %s", rec.Value, rec.OriginalTopic)
+		}
+		values[p] = string(rec.Value)
+		copies[string(rec.Value)]++
+	}
+	for _, v := range poison {
+		if copies[v] == 0 {
+			t.Errorf("%s never dead-lettered", v)
+		}
+	}
+	if len(values) != len(poison) || len(copies) != len(poison) {
+		t.Errorf("DLQ holds %d provenances of %d values, want the %d poison messages", len(values), len(copies), len(poison))
+	}
+	return copies
+}
+
+// A consumer dead-letters poison messages, then dies before any commit goes
+// through (the coordinator refuses them all, its final one included); a
+// second consumer in the same group re-reads everything and dead-letters
+// each poison message again: two copies of each, one by provenance.
+func TestDeadLetterAgainAfterCrash(t *testing.T) {
+	c := newCluster(t)
+	kf := faultHooks(t, c)
+	const parts, dlqParts, n = 3, 2, 600
+	topic, dlqTopic := c.k.Topic(t, parts), c.k.Topic(t, dlqParts)
+	valid, _ := events(n, 20)
+	msgs, poison := withPoison(valid, 6)
+	c.produce(t, topic, msgs)
+	cfg := c.config(topic, dlqTopic)
+
+	refused := kf.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: cfg.Group, Err: kerr.IllegalGeneration, Count: -1})
+	rec := newRecorder()
+	a := start(t, cfg, rec.handler(0), nil)
+	waitFor(t, 15*time.Second, "poison dead-lettered", func() bool { return c.dlqSize(t, dlqTopic) >= len(poison) })
+	waitFor(t, 15*time.Second, "all handled", func() bool { return rec.distinct() == n })
+	waitFor(t, 5*time.Second, "a commit refused", func() bool { return value(t, a.m.commits.WithLabelValues("error")) > 0 })
+	a.stop(t) // its final commit is refused too
+	committed, err := c.committedErr(cfg.Group, topic, parts)
+	if err != nil && !errors.Is(err, kafka.GroupIdNotFound) { // an empty group may be gone
+		t.Fatal(err)
+	}
+	for p, off := range committed {
+		if off >= 0 {
+			t.Fatalf("partition %d committed at %d: the crash left nothing uncommitted", p, off)
+		}
+	}
+	refused.Remove()
+
+	b := start(t, cfg, rec.handler(0), nil)
+	c.waitAllCommitted(t, cfg.Group, topic, parts)
+	b.stop(t)
+	for v, n := range c.checkDeadLettered(t, topic, dlqTopic, poison) {
+		if n != 2 {
+			t.Errorf("%s: %d copies, want one per consumer", v, n)
+		}
+	}
+	if got := value(t, b.m.dlqPublished); got != float64(len(poison)) {
+		t.Errorf("second consumer published %v, want %d", got, len(poison))
+	}
+}
+
+// waitAllCommitted is waitCommittedEnd for a group that may not exist yet
+// (no member joined, nothing committed).
+func (c *cluster) waitAllCommitted(t *testing.T, group, topic string, partitions int) {
+	t.Helper()
+	_, end := c.offsets(t, topic, partitions)
+	waitFor(t, 15*time.Second, "offsets committed to the end", func() bool {
+		got, err := c.committedErr(group, topic, partitions)
+		if err != nil {
+			return false
+		}
+		for p, e := range end {
+			if got[p] != e {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A dead-letter publish is committed at once, not at the next
+// CommitInterval (here an hour away).
+func TestDeadLetterCommitsAtOnce(t *testing.T) {
+	c := newCluster(t)
+	topic, dlqTopic := c.k.Topic(t, 1), c.k.Topic(t, 1)
+	var msgs []kafka.Message
+	for i := range 3 {
+		msgs = append(msgs, kafka.Message{Key: []byte("k"), Value: []byte(fmt.Sprintf("k:poison-%d", i))})
+	}
+	c.produce(t, topic, msgs)
+	cfg := c.config(topic, dlqTopic)
+	cfg.CommitInterval = time.Hour
+	r := start(t, cfg, newRecorder().handler(0), nil)
+	waitFor(t, 10*time.Second, "dead-lettered", func() bool { return c.dlqSize(t, dlqTopic) >= 3 })
+	c.waitAllCommitted(t, cfg.Group, topic, 1) // before Run's final commit
+	r.stop(t)
+	if got := c.dlqSize(t, dlqTopic); got != 3 {
+		t.Errorf("DLQ holds %d records, want 3", got)
+	}
+}
+
+// Dead-letter writes that fail: a produce answered with an error after the
+// append (NOT_ENOUGH_REPLICAS_AFTER_APPEND, or a timeout on a real broker),
+// which the retry writes again (a copy), and writes refused until the fault
+// goes, during which the poison messages' partitions commit nothing past them
+// and Ready says why. Either way every poison message lands, one by provenance.
+func TestDeadLetterFailedWrites(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		err    *kerr.Error
+		count  int
+		copies bool // the failed write landed all the same
+	}{
+		{"answered after append", kerr.NotEnoughReplicasAfterAppend, 2, true},
+		{"refused", kerr.PolicyViolation, -1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			kf := faultHooks(t, c)
+			const parts, n = 2, 100
+			topic, dlqTopic := c.k.Topic(t, parts), c.k.Topic(t, 1)
+			valid, _ := events(n, 10)
+			msgs, poison := withPoison(valid, 2)
+			c.produce(t, topic, msgs)
+			first, _ := c.offsets(t, topic, parts)
+
+			fault := kf.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: dlqTopic, Err: tt.err, Count: tt.count})
+			defer fault.Remove()
+			rec := newRecorder()
+			cfg := c.config(topic, dlqTopic)
+			r := start(t, cfg, rec.handler(0), nil)
+			if tt.count < 0 {
+				waitFor(t, 10*time.Second, "dead-letter publish retried", func() bool { return value(t, r.m.retries.WithLabelValues(retryDLQ)) >= 2 })
+				waitFor(t, 10*time.Second, "handling goes on", func() bool { return rec.distinct() > 0 })
+				if err := r.c.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "dead-letter topic "+dlqTopic) {
+					t.Fatalf("Ready while dead-letter writes fail = %v", err)
+				}
+				time.Sleep(3 * cfg.CommitInterval)
+				committed := c.committed(t, cfg.Group, topic, parts)
+				_, end := c.offsets(t, topic, parts)
+				for p := range end {
+					if committed[p] >= end[p] {
+						t.Fatalf("partition %d committed to its end %d while its poison message was not dead-lettered", p, end[p])
+					}
+				}
+				if err := rec.unhandledBelow(committed, first); err != nil {
+					t.Fatal(err)
+				}
+				if got := c.dlqSize(t, dlqTopic); got != 0 {
+					t.Fatalf("refused writes left %d records", got)
+				}
+				fault.Remove()
+			}
+			c.waitAllCommitted(t, cfg.Group, topic, parts)
+			waitFor(t, 5*time.Second, "ready", func() bool { return r.c.Ready(context.Background()) == nil })
+			r.stop(t)
+			if fault.Hits() == 0 {
+				t.Fatal("no write failed")
+			}
+			copies := 0
+			for _, n := range c.checkDeadLettered(t, topic, dlqTopic, poison) {
+				copies += n - 1
+			}
+			if tt.copies != (copies > 0) {
+				t.Errorf("%d extra copies; want them only when a failed write landed", copies)
+			}
+			if got := value(t, r.m.retries.WithLabelValues(retryDLQ)); got == 0 {
+				t.Error("no dead-letter retry counted")
+			}
+		})
+	}
 }

@@ -14,14 +14,11 @@ import (
 // the generation: what it did not commit before the generation ended is
 // dropped, to be redelivered to the partition's next owner.
 type generation[T any] struct {
-	c       *Consumer[T]
-	kg      *kafka.Generation
-	log     *zap.Logger
-	parts   []*partition
-	lanes   []*lane[T]
-	seen    *deadLettered // what the dead-letter topic holds of parts already
-	scan    *dlqScan      // nil when DLQScanWindow is off
-	writers *txnWriters   // the dead-letter writers of parts
+	c     *Consumer[T]
+	kg    *kafka.Generation
+	log   *zap.Logger
+	parts []*partition
+	lanes []*lane[T]
 
 	commitNow chan struct{} // asks the committer for a commit before its next tick
 
@@ -49,28 +46,20 @@ func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generati
 	workCtx, abandon := context.WithCancel(context.Background())
 	defer abandon()
 	defer stop()
-	g := &generation[T]{c: c, kg: kg, stop: stopCtx, work: workCtx, seen: newDeadLettered(),
+	g := &generation[T]{c: c, kg: kg, stop: stopCtx, work: workCtx,
 		commitNow: make(chan struct{}, 1), log: c.log.With(zap.Int32("generation", kg.ID))}
-	starts := make(map[int]int64)
+	var ids []int
 	for _, a := range kg.Assignments[c.cfg.Topic] {
-		p := newPartition(c.cfg, a, c.m)
-		g.parts = append(g.parts, p)
-		starts[p.id] = max(p.committed, 0)
+		g.parts = append(g.parts, newPartition(c.cfg, a, c.m))
+		ids = append(ids, a.ID)
 	}
 	for i := 0; i < c.cfg.Lanes; i++ {
 		g.lanes = append(g.lanes, newLane[T](i, c.cfg))
 	}
-	g.writers = newTxnWriters(c.cfg, partitionIDs(g.parts))
-	defer g.writers.closeAll()
-	g.log.Info("generation started", zap.Ints("partitions", partitionIDs(g.parts)))
+	g.log.Info("generation started", zap.Ints("partitions", ids))
 
 	var workers, committer sync.WaitGroup
-	if c.cfg.DLQScanWindow > 0 && len(g.parts) > 0 {
-		g.scan = &dlqScan{cfg: c.cfg, rt: c.lookups.rt, log: g.log.With(zap.String("dlq_topic", c.cfg.DLQTopic)), starts: starts}
-		c.goAll(&workers, g.scanDLQ)
-	} else {
-		close(g.seen.ready) // nothing to skip: dead-lettering is at least once
-	}
+	c.goAll(&workers, g.checkDLQTopic)
 	for _, p := range g.parts {
 		c.goAll(&workers, func() { g.fetch(p) })
 	}
@@ -196,12 +185,4 @@ func waitGroupFor(wg *sync.WaitGroup, d time.Duration) bool {
 		close(done)
 	}()
 	return waitUntil(done, time.Now().Add(d))
-}
-
-func partitionIDs(ps []*partition) []int {
-	ids := make([]int, len(ps))
-	for i, p := range ps {
-		ids[i] = p.id
-	}
-	return ids
 }

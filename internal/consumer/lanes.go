@@ -14,9 +14,6 @@ type envelope[T any] struct {
 	value T
 	err   error // decode error: dead-letter it
 	part  *partition
-	// fetched is when the message came off the wire: a dead-letter of an old
-	// message first proves the generation still stands (see deadLetter).
-	fetched time.Time
 
 	attempts    int // failures alone
 	first, last time.Time

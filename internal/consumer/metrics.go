@@ -17,7 +17,6 @@ const (
 	retryItem   = "item"   // an item failed alone and is retried (counted toward MaxAttempts)
 	retryDLQ    = "dlq"    // a dead-letter publish failed and is retried
 	retryFetch  = "fetch"  // a partition fetch failed and is retried
-	retryScan   = "scan"   // the scan of the dead-letter topic's tail failed and is retried
 )
 
 // Metrics are the consumer's Prometheus collectors. Labels carry partitions,
@@ -25,8 +24,6 @@ const (
 type Metrics struct {
 	consumed      *prometheus.CounterVec // {partition}
 	dlqPublished  *prometheus.CounterVec // {class}
-	dlqSkipped    prometheus.Counter     // not published: a previous owner did
-	dlqFenced     prometheus.Counter     // not published: the generation was over
 	retries       *prometheus.CounterVec // {kind}
 	batchSize     prometheus.Histogram   // items per handler call
 	batchDuration prometheus.Histogram   // one lane batch, retries included
@@ -48,17 +45,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "billing_dlq_published_total",
 			Help: "Messages published to the dead-letter topic, by error class.",
 		}, []string{"class"}),
-		dlqSkipped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "billing_dlq_skipped_total",
-			Help: "Messages not dead-lettered again because the dead-letter topic already held them from a previous owner of their partition.",
-		}),
-		dlqFenced: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "billing_dlq_fenced_total",
-			Help: "Messages not dead-lettered because this member's generation was over when it came to publish them (a pause past the session); the partition's new owner handles them.",
-		}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "billing_retries_total",
-			Help: "Retries by kind (outage: dependency down, not counted as attempts; split: batch retried item by item; item: an item retried alone; dlq: dead-letter publish; fetch: partition fetch; scan: reading the dead-letter topic at a generation start).",
+			Help: "Retries by kind (outage: dependency down, not counted as attempts; split: batch retried item by item; item: an item retried alone; dlq: dead-letter publish; fetch: partition fetch).",
 		}, []string{"kind"}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "billing_batch_size",
@@ -90,12 +79,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, c := range []dlq.Class{dlq.ClassInvalid, dlq.ClassConflict, dlq.ClassRefused, dlq.ClassExhausted} {
 		m.dlqPublished.WithLabelValues(string(c))
 	}
-	for _, k := range []string{retryOutage, retrySplit, retryItem, retryDLQ, retryFetch, retryScan} {
+	for _, k := range []string{retryOutage, retrySplit, retryItem, retryDLQ, retryFetch} {
 		m.retries.WithLabelValues(k)
 	}
 	m.commits.WithLabelValues("ok")
 	m.commits.WithLabelValues("error")
-	err := metrics.Register(reg, m.consumed, m.dlqPublished, m.dlqSkipped, m.dlqFenced, m.retries, m.batchSize, m.batchDuration,
+	err := metrics.Register(reg, m.consumed, m.dlqPublished, m.retries, m.batchSize, m.batchDuration,
 		m.lag, m.inflight, m.commits, m.generations)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: register metrics: %w", err)

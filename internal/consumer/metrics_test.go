@@ -29,7 +29,7 @@ func TestMetricsRegister(t *testing.T) {
 		names = append(names, f.GetName())
 	}
 	for _, want := range []string{
-		"billing_consumer_messages_total", "billing_dlq_published_total", "billing_dlq_skipped_total", "billing_retries_total",
+		"billing_consumer_messages_total", "billing_dlq_published_total", "billing_retries_total",
 		"billing_batch_size", "billing_batch_duration_seconds", "billing_consumer_lag", "billing_inflight",
 		"billing_consumer_commits_total", "billing_consumer_generations_total",
 	} {

@@ -152,7 +152,7 @@ func (g *generation[T]) fetch(p *partition) {
 			log.Error("message skipped", zap.Int64("offset", msg.Offset), zap.Error(err))
 			continue
 		}
-		e := envelope[T]{msg: msg, part: p, fetched: time.Now()}
+		e := envelope[T]{msg: msg, part: p}
 		var laneKey string
 		e.value, laneKey, e.err = g.c.decode(msg)
 		var h uint32

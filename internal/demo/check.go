@@ -12,7 +12,6 @@ import (
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/invariant"
 	"github.com/quotaflow/billing/internal/keyspace"
-	"github.com/quotaflow/billing/internal/scenario"
 )
 
 // check reads the final state and proves the invariants.
@@ -23,17 +22,21 @@ func (r *run) check(ctx context.Context) error {
 	}
 	sqlDB, _ := db.DB()
 	defer sqlDB.Close()
-	client, err := dlq.NewClient(dlq.Broker{Addrs: r.st.brokers, Transport: r.st.transport}, r.log, dlq.Options{})
+	client, err := dlq.NewClient(dlq.Broker{Addrs: r.st.brokers, Transport: r.st.transport})
 	if err != nil {
 		return err
 	}
-	records, err := scenario.ReadDLQ(ctx, client, r.st.dlqTopic)
+	records, err := client.Records(ctx, r.st.dlqTopic)
 	if err != nil {
 		return fmt.Errorf("demo: read the DLQ: %w", err)
 	}
 	r.sum.DLQ = map[dlq.Class]int{}
+	seen := map[string]bool{}
 	for _, rec := range records {
-		r.sum.DLQ[rec.Class]++
+		if !seen[rec.Provenance()] { // copies of one dead-lettering count once
+			seen[rec.Provenance()] = true
+			r.sum.DLQ[rec.Class]++
+		}
 	}
 	keys, _ := keyspace.New(r.st.prefix)
 	r.sum.Invariants, err = invariant.Check(ctx, r.traffic.Produced, invariant.State{

@@ -54,12 +54,20 @@ func newStage(ctx context.Context, o Options) (_ *stage, err error) {
 	return s, nil
 }
 
+// dlqCleanup is the dead-letter topic's cleanup.policy, as in production:
+// compaction folds the copies of a message dead-lettered more than once.
+const dlqCleanup = "compact,delete"
+
 func (s *stage) startBroker(ctx context.Context, o Options, id string) error {
 	s.brokers = o.Brokers
 	s.topic, s.dlqTopic = "payment.succeeded", "payment.succeeded.dlq"
 	if len(s.brokers) == 0 {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), s.topic), kfake.SeedTopics(1, s.dlqTopic))
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), s.topic))
 		if err != nil {
+			return fmt.Errorf("demo: embedded broker: %w", err)
+		}
+		if err := c.CreateTopic(s.dlqTopic, 1, map[string]string{"cleanup.policy": dlqCleanup}); err != nil {
+			c.Close()
 			return fmt.Errorf("demo: embedded broker: %w", err)
 		}
 		s.cluster, s.brokers = c, c.ListenAddrs()
@@ -69,7 +77,7 @@ func (s *stage) startBroker(ctx context.Context, o Options, id string) error {
 	s.topic, s.dlqTopic = "demo-"+id+".payment.succeeded", "demo-"+id+".payment.succeeded.dlq"
 	resp, err := s.client().CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
 		{Topic: s.topic, NumPartitions: o.Partitions, ReplicationFactor: -1},
-		{Topic: s.dlqTopic, NumPartitions: 1, ReplicationFactor: -1},
+		{Topic: s.dlqTopic, NumPartitions: 1, ReplicationFactor: -1, ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: dlqCleanup}}},
 	}})
 	if err != nil {
 		return fmt.Errorf("demo: create topics on %v: %w", s.brokers, err)

@@ -128,7 +128,7 @@ func (s *Summary) Write(w io.Writer) {
 		fmt.Fprintf(w, "; repaired %d; second pass: %d findings\n", s.Reconcile.Repaired, len(s.Recheck.Findings))
 	}
 	if s.Invariants != nil {
-		fmt.Fprintf(w, "final check  Redis == MySQL for every loaded merchant, one ledger row per valid event, DLQ exactly once:\n%s", s.Invariants)
+		fmt.Fprintf(w, "final check  Redis == MySQL for every loaded merchant, one ledger row per valid event, every poison message in the DLQ once by provenance:\n%s", s.Invariants)
 	}
 	if err := s.failure(); err != nil {
 		fmt.Fprintf(w, "RESULT       FAILED: %v\n", err)

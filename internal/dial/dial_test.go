@@ -19,7 +19,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/config"
@@ -45,46 +44,7 @@ func roundTrip(t *testing.T, brokers []string, kc Kafka, topic string) error {
 	if string(m.Value) != "v" {
 		t.Fatalf("read %q", m.Value)
 	}
-	return franzRoundTrip(ctx, t, brokers, kc, topic)
-}
-
-// franzRoundTrip writes one message with the franz-go options, in a
-// transaction as the dead-letter producers do, and reads it back committed.
-func franzRoundTrip(ctx context.Context, t *testing.T, brokers []string, kc Kafka, topic string) error {
-	t.Helper()
-	opts := append(kc.Franz, kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
-		kgo.TransactionalID(topic+"-tx"), kgo.RequestRetries(1), kgo.RetryTimeout(5*time.Second))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := cl.BeginTransaction(); err != nil {
-		return err
-	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("franz")}).FirstErr(); err != nil {
-		return err
-	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return err
-	}
-	r, err := kgo.NewClient(append(kc.Franz, kgo.SeedBrokers(brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for {
-		fs := r.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			return err
-		}
-		for _, rec := range fs.Records() {
-			if string(rec.Value) == "franz" {
-				return nil
-			}
-		}
-	}
+	return nil
 }
 
 func TestKafkaSASL(t *testing.T) {
@@ -113,15 +73,6 @@ func TestKafkaSASL(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "wrong") {
 				t.Fatalf("error leaks a password: %v", err)
-			}
-			if mech.ours != config.SASLPlain {
-				return // the franz-go mechanisms are proven by the right password above
-			}
-			// franz-go retries a refused authentication until its context ends.
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			if err := franzRoundTrip(ctx, t, k.Brokers, bad, topic); err == nil {
-				t.Fatal("the broker accepted a wrong password from the franz-go client")
 			}
 		})
 	}

@@ -1,69 +1,186 @@
 package dlq
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
 
-// Broker is how this package reaches Kafka: the bootstrap addresses, a
-// transport for writes and offset look-ups, and the franz-go options of the
-// read_committed readers (dial.KafkaClients builds both with TLS and SASL).
+// Broker is how this package reaches Kafka (dial.KafkaClients builds the
+// dialer and transport with TLS and SASL).
 type Broker struct {
 	Addrs     []string
-	Transport kafka.RoundTripper // nil: kafka.DefaultTransport
-	Franz     []kgo.Opt          // client ID, TLS, SASL; nil: plain
+	Dialer    *kafka.Dialer      // readers; nil: a plain one
+	Transport kafka.RoundTripper // writes and offset look-ups; nil: kafka.DefaultTransport
 }
 
-// Options tunes a Client. The zero value is usable.
-type Options struct {
-	// PollWait bounds one wait for a message before the reader checks whether
-	// its range is done (1s by default).
-	PollWait time.Duration
-	// Stall fails a scan whose partition delivers nothing for this long while
-	// offsets below the captured high watermark remain unread (30s by default):
-	// an unreachable broker must not pass for an empty partition.
-	Stall time.Duration
-}
-
-func (o *Options) setDefaults() {
-	if o.PollWait <= 0 {
-		o.PollWait = time.Second
-	}
-	if o.Stall <= 0 {
-		o.Stall = 30 * time.Second
-	}
-}
-
-// Client runs the operator's work on a dead-letter topic: scan, summary, replay.
-// It never joins a consumer group and never commits an offset.
+// Client runs the operator's work on a dead-letter topic: summary and
+// replay. It never joins a consumer group and never commits an offset: it
+// reads partitions at explicit offsets, from the first one to the high
+// watermark captured before it began, so a topic that keeps growing still
+// gives a finite, repeatable answer.
 type Client struct {
-	b    Broker
-	log  *zap.Logger
-	opts Options
+	b Broker
+	// pollWait bounds one wait for a message; stall fails a read that
+	// delivers nothing for this long while offsets of its range remain (an
+	// unreachable broker must not pass for an empty partition).
+	pollWait, stall time.Duration
 }
 
 // ErrNoBrokers means the Broker names no address.
 var ErrNoBrokers = errors.New("dlq: no broker addresses")
 
-// NewClient returns a Client for the brokers. log may be zap.NewNop().
-func NewClient(b Broker, log *zap.Logger, opts Options) (*Client, error) {
+// NewClient returns a Client for the brokers.
+func NewClient(b Broker) (*Client, error) {
 	if len(b.Addrs) == 0 {
 		return nil, ErrNoBrokers
-	}
-	if log == nil {
-		log = zap.NewNop()
 	}
 	if b.Transport == nil {
 		b.Transport = kafka.DefaultTransport
 	}
-	opts.setDefaults()
-	return &Client{b: b, log: log, opts: opts}, nil
+	return &Client{b: b, pollWait: time.Second, stall: 30 * time.Second}, nil
 }
 
-func (c *Client) kafkaClient() *kafka.Client {
-	return &kafka.Client{Addr: kafka.TCP(c.b.Addrs...), Transport: c.b.Transport, Timeout: 10 * time.Second}
+// Records returns every record of topic up to its high watermarks, copies
+// included, in partition and offset order. A message without the
+// dead-letter headers is an error.
+func (c *Client) Records(ctx context.Context, topic string) ([]Record, error) {
+	ranges, err := c.watermarks(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
+		rec, err := FromMessage(m)
+		out = append(out, rec)
+		return err
+	})
+	return out, err
+}
+
+// Range is the offsets [From, To) of one partition.
+type Range struct {
+	Partition int   `json:"partition"`
+	From      int64 `json:"from"`
+	To        int64 `json:"to"`
+}
+
+// Len is the number of offsets in the range.
+func (r Range) Len() int64 { return max(0, r.To-r.From) }
+
+// errStopScan, returned by a scan callback, ends the scan early without error.
+var errStopScan = errors.New("dlq: stop scan")
+
+// watermarks returns one Range per partition of topic, in partition order:
+// from the first offset still in the log to the high watermark, both as of now.
+func (c *Client) watermarks(ctx context.Context, topic string) ([]Range, error) {
+	kc := &kafka.Client{Addr: kafka.TCP(c.b.Addrs...), Transport: c.b.Transport, Timeout: 10 * time.Second}
+	meta, err := kc.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("dlq: metadata of %s: %w", topic, err)
+	}
+	var reqs []kafka.OffsetRequest
+	for _, t := range meta.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("dlq: metadata of %s: %w", topic, t.Error)
+		}
+		for _, p := range t.Partitions {
+			reqs = append(reqs, kafka.FirstOffsetOf(p.ID), kafka.LastOffsetOf(p.ID))
+		}
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("dlq: topic %s has no partitions: %w", topic, kafka.UnknownTopicOrPartition)
+	}
+	resp, err := kc.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return nil, fmt.Errorf("dlq: offsets of %s: %w", topic, err)
+	}
+	var out []Range
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("dlq: offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		out = append(out, Range{Partition: po.Partition, From: po.FirstOffset, To: po.LastOffset})
+	}
+	if len(out) != len(reqs)/2 {
+		return nil, fmt.Errorf("dlq: offsets of %s: %d of %d partitions answered", topic, len(out), len(reqs)/2)
+	}
+	slices.SortFunc(out, func(a, b Range) int { return a.Partition - b.Partition })
+	return out, nil
+}
+
+// scan reads the ranges of topic one partition after the other, in the order
+// given, and calls fn for every message, in offset order. fn returning
+// errStopScan ends the scan with a nil error.
+func (c *Client) scan(ctx context.Context, topic string, ranges []Range, fn func(kafka.Message) error) error {
+	// A reader's Close waits for its prefetch (up to MaxWait); closing in the
+	// background lets the next partition start meanwhile.
+	var closing sync.WaitGroup
+	defer closing.Wait()
+	for _, rg := range ranges {
+		if rg.Len() == 0 {
+			continue
+		}
+		if err := c.scanRange(ctx, topic, rg, fn, &closing); err != nil {
+			if errors.Is(err, errStopScan) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) scanRange(ctx context.Context, topic string, rg Range, fn func(kafka.Message) error, closing *sync.WaitGroup) error {
+	var lastErr atomic.Value // the reader retries by itself; a stall names its last error
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: c.b.Addrs, Topic: topic, Partition: rg.Partition, Dialer: c.b.Dialer,
+		MaxBytes: 4 << 20, MaxWait: 250 * time.Millisecond,
+		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) { lastErr.Store(fmt.Sprintf(format, args...)) }),
+	})
+	defer closing.Go(func() { _ = r.Close() })
+	if err := r.SetOffset(rg.From); err != nil {
+		return fmt.Errorf("dlq: seek %s/%d to %d: %w", topic, rg.Partition, rg.From, err)
+	}
+	next, progress := rg.From, time.Now()
+	for next < rg.To {
+		pctx, cancel := context.WithTimeout(ctx, c.pollWait)
+		m, err := r.ReadMessage(pctx)
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			// Nothing arrived: a gap at the end (compaction) is skipped
+			// without a message, so only the reader's own offset ends the range.
+			if r.Offset() >= rg.To {
+				return nil
+			}
+			if time.Since(progress) > c.stall {
+				return fmt.Errorf("dlq: %s/%d delivered nothing for %s at offset %d (high watermark %d; last error: %v)",
+					topic, rg.Partition, c.stall, next, rg.To, lastErr.Load())
+			}
+			continue
+		default:
+			return fmt.Errorf("dlq: read %s/%d at offset %d: %w", topic, rg.Partition, next, err)
+		}
+		if m.Offset >= rg.To {
+			return nil
+		}
+		next, progress = m.Offset+1, time.Now()
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }

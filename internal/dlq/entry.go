@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/segmentio/kafka-go"
 
@@ -25,10 +26,11 @@ type Entry struct {
 	// Err is set (wrapping ErrNotRecord) when the message lacks the dead-letter
 	// headers: such a message is listed and counted, never replayed.
 	Err error
+	// Copies is how many records of the topic carry this message (Summarize).
+	Copies int
 }
 
-// Inspect parses a message read from the dead-letter topic.
-func Inspect(m kafka.Message) Entry {
+func inspect(m kafka.Message) Entry {
 	rec, err := FromMessage(m)
 	e := Entry{Record: rec, Err: err}
 	if ev, derr := event.Decode(rec.Key, rec.Value); derr == nil {
@@ -41,6 +43,17 @@ func Inspect(m kafka.Message) Entry {
 		e.Merchant = string(rec.Key)
 	}
 	return e
+}
+
+func (e Entry) identity() string { return identity(e.Record, e.Err) }
+
+// identity is what makes records one message: the provenance, or for a
+// message that is not a record its place in the DLQ.
+func identity(r Record, err error) string {
+	if err != nil {
+		return fmt.Sprintf("dlq@%d/%d", r.Partition, r.Offset)
+	}
+	return r.Provenance()
 }
 
 // looseEventID digs the event_id out of a value that failed validation, so an

@@ -41,40 +41,8 @@ func (b TimeBound) key() string {
 // IsZero reports whether the bound is unset.
 func (b TimeBound) IsZero() bool { return b.At.IsZero() }
 
-// ErrBadTime means a time bound is neither RFC 3339 nor a duration.
-var ErrBadTime = errors.New("dlq: not an RFC 3339 time or a duration")
-
-// ParseTimeBound reads an RFC 3339 time ("2026-11-29T07:00:00Z") or a
-// duration ago ("90m", "2h", "7d"). An empty spec is the zero bound.
-func ParseTimeBound(spec string, now time.Time) (TimeBound, error) {
-	spec = strings.TrimSpace(spec)
-	if spec == "" {
-		return TimeBound{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, spec); err == nil {
-		return TimeBound{Spec: t.UTC().Format(time.RFC3339Nano), At: t.UTC()}, nil
-	}
-	d, err := parseAgo(spec)
-	if err != nil || d < 0 {
-		return TimeBound{}, fmt.Errorf("%w: %q", ErrBadTime, spec)
-	}
-	return TimeBound{Spec: spec, At: now.Add(-d).UTC()}, nil
-}
-
-// parseAgo is time.ParseDuration plus whole days ("7d").
-func parseAgo(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil {
-			return 0, err
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	return time.ParseDuration(s)
-}
-
-// Validate reports every inconsistency at once.
-func (f Filter) Validate() error {
+// validate reports every inconsistency at once.
+func (f Filter) validate() error {
 	var errs []error
 	if f.OffsetFrom < 0 {
 		errs = append(errs, fmt.Errorf("dlq: offset-from %d is negative", f.OffsetFrom))
@@ -93,8 +61,8 @@ func (f Filter) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Match reports whether the entry is selected.
-func (f Filter) Match(e Entry) bool {
+// match reports whether the entry is selected.
+func (f Filter) match(e Entry) bool {
 	switch {
 	case len(f.Classes) > 0 && !slices.Contains(f.Classes, e.Class):
 	case len(f.Merchants) > 0 && !slices.Contains(f.Merchants, e.Merchant):
@@ -110,9 +78,9 @@ func (f Filter) Match(e Entry) bool {
 	return false
 }
 
-// Narrow cuts the ranges to the filter's partitions and offsets, so a scan
+// narrow cuts the ranges to the filter's partitions and offsets, so a scan
 // reads no more than it must.
-func (f Filter) Narrow(rs []Range) []Range {
+func (f Filter) narrow(rs []Range) []Range {
 	out := make([]Range, 0, len(rs))
 	for _, r := range rs {
 		if len(f.Partitions) > 0 && !slices.Contains(f.Partitions, r.Partition) {
@@ -128,9 +96,9 @@ func (f Filter) Narrow(rs []Range) []Range {
 	return out
 }
 
-// Key is the canonical text of the selection: the same filter, however its
+// key is the canonical text of the selection: the same filter, however its
 // lists were ordered or repeated, gives the same key.
-func (f Filter) Key() string {
+func (f Filter) key() string {
 	var parts []string
 	add := func(name string, vals []string) {
 		if len(vals) == 0 {
@@ -170,34 +138,4 @@ func (f Filter) Key() string {
 		return "all"
 	}
 	return strings.Join(parts, " ")
-}
-
-// Classes lists the error classes a record can have.
-func Classes() []Class { return []Class{ClassInvalid, ClassConflict, ClassRefused, ClassExhausted} }
-
-// ErrUnknownClass means an error class is not one of Classes.
-var ErrUnknownClass = errors.New("dlq: unknown error class")
-
-// ParseClasses reads a comma-separated list of error classes.
-func ParseClasses(s string) ([]Class, error) {
-	var out []Class
-	for _, part := range splitList(s) {
-		c := Class(part)
-		if !slices.Contains(Classes(), c) {
-			return nil, fmt.Errorf("%w %q (one of invalid, conflict, refused, exhausted)", ErrUnknownClass, part)
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-// splitList splits a comma-separated flag value, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }

@@ -1,49 +1,12 @@
 package dlq
 
 import (
-	"errors"
 	"slices"
 	"testing"
 	"time"
 )
 
 var filterNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-
-func TestParseTimeBound(t *testing.T) {
-	tests := []struct {
-		spec     string
-		at       time.Time
-		wantSpec string
-		err      bool
-	}{
-		{"", time.Time{}, "", false},
-		{"2026-11-29T07:00:00Z", time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC), "2026-11-29T07:00:00Z", false},
-		{"2026-11-29T08:00:00+01:00", time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC), "2026-11-29T07:00:00Z", false},
-		{"2026-11-29T07:00:00.5Z", time.Date(2026, 11, 29, 7, 0, 0, 5e8, time.UTC), "2026-11-29T07:00:00.5Z", false},
-		{"90m", filterNow.Add(-90 * time.Minute), "90m", false},
-		{" 2h ", filterNow.Add(-2 * time.Hour), "2h", false},
-		{"7d", filterNow.Add(-7 * 24 * time.Hour), "7d", false},
-		{"0s", filterNow, "0s", false},
-		{"-1h", time.Time{}, "", true},
-		{"yesterday", time.Time{}, "", true},
-		{"2026-11-29", time.Time{}, "", true},
-		{"xd", time.Time{}, "", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.spec, func(t *testing.T) {
-			b, err := ParseTimeBound(tt.spec, filterNow)
-			if tt.err {
-				if !errors.Is(err, ErrBadTime) {
-					t.Fatalf("err %v, want ErrBadTime", err)
-				}
-				return
-			}
-			if err != nil || !b.At.Equal(tt.at) || b.Spec != tt.wantSpec {
-				t.Fatalf("got %+v %v, want at %v spec %q", b, err, tt.at, tt.wantSpec)
-			}
-		})
-	}
-}
 
 func TestFilterMatch(t *testing.T) {
 	at := func(min int) time.Time { return filterNow.Add(time.Duration(min) * time.Minute) }
@@ -79,7 +42,7 @@ func TestFilterMatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.f.Match(e); got != tt.want {
+			if got := tt.f.match(e); got != tt.want {
 				t.Fatalf("Match = %v, want %v", got, tt.want)
 			}
 		})
@@ -87,8 +50,8 @@ func TestFilterMatch(t *testing.T) {
 }
 
 func TestFilterKeyIsCanonical(t *testing.T) {
-	since, _ := ParseTimeBound("2h", filterNow)
-	later, _ := ParseTimeBound("2h", filterNow.Add(time.Hour))
+	since := TimeBound{Spec: "2h", At: filterNow.Add(-2 * time.Hour)}
+	later := TimeBound{Spec: "2h", At: filterNow.Add(-time.Hour)}
 	tests := []struct {
 		name string
 		a, b Filter
@@ -104,15 +67,15 @@ func TestFilterKeyIsCanonical(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.a.Key() == tt.b.Key(); got != tt.same {
-				t.Fatalf("keys %q and %q: same=%v, want %v", tt.a.Key(), tt.b.Key(), got, tt.same)
+			if got := tt.a.key() == tt.b.key(); got != tt.same {
+				t.Fatalf("keys %q and %q: same=%v, want %v", tt.a.key(), tt.b.key(), got, tt.same)
 			}
 		})
 	}
-	if k := (Filter{}).Key(); k != "all" {
+	if k := (Filter{}).key(); k != "all" {
 		t.Errorf("zero filter key %q", k)
 	}
-	if k := (Filter{OffsetFrom: 3, OffsetEnd: 10}).Key(); k != "offset-from=3 offset-to=9" {
+	if k := (Filter{OffsetFrom: 3, OffsetEnd: 10}).key(); k != "offset-from=3 offset-to=9" {
 		t.Errorf("offset key %q", k)
 	}
 }
@@ -132,8 +95,8 @@ func TestFilterNarrow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.f.Narrow(rs); !slices.Equal(got, tt.want) {
-				t.Fatalf("Narrow = %v, want %v", got, tt.want)
+			if got := tt.f.narrow(rs); !slices.Equal(got, tt.want) {
+				t.Fatalf("narrow = %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -155,22 +118,9 @@ func TestFilterValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.f.Validate(); (err == nil) != tt.ok {
+			if err := tt.f.validate(); (err == nil) != tt.ok {
 				t.Fatalf("Validate = %v, want ok=%v", err, tt.ok)
 			}
 		})
-	}
-}
-
-func TestParseClasses(t *testing.T) {
-	got, err := ParseClasses(" invalid, conflict ,,exhausted")
-	if err != nil || !slices.Equal(got, []Class{ClassInvalid, ClassConflict, ClassExhausted}) {
-		t.Fatalf("got %v %v", got, err)
-	}
-	if got, err := ParseClasses(""); err != nil || got != nil {
-		t.Fatalf("empty: %v %v", got, err)
-	}
-	if _, err := ParseClasses("invalid,oops"); !errors.Is(err, ErrUnknownClass) {
-		t.Fatalf("err %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/testenv"
@@ -26,13 +25,10 @@ type cluster struct {
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	k := testenv.NewKafka(t)
-	tr := &kafka.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	c, err := NewClient(Broker{Addrs: k.Brokers, Transport: tr}, zap.NewNop(), Options{PollWait: 200 * time.Millisecond, Stall: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &cluster{k: k, tr: tr, c: c, orig: k.Topic(t, 3), dlqTopic: k.Topic(t, 2)}
+	// The DLQ topic as production creates it: compaction folds copies.
+	c := &cluster{k: k, orig: k.Topic(t, 3), dlqTopic: k.TopicWith(t, 2, map[string]string{"cleanup.policy": "compact,delete"})}
+	c.freshClient(t)
+	return c
 }
 
 // freshClient replaces the client and transport, whose metadata cache (kept
@@ -42,9 +38,10 @@ func (c *cluster) freshClient(t *testing.T) {
 	c.tr = &kafka.Transport{}
 	t.Cleanup(c.tr.CloseIdleConnections)
 	var err error
-	if c.c, err = NewClient(Broker{Addrs: c.k.Brokers, Transport: c.tr}, zap.NewNop(), c.c.opts); err != nil {
+	if c.c, err = NewClient(Broker{Addrs: c.k.Brokers, Transport: c.tr}); err != nil {
 		t.Fatal(err)
 	}
+	c.c.pollWait, c.c.stall = 200*time.Millisecond, 10*time.Second
 }
 
 func ctxFor(t *testing.T) context.Context {
@@ -152,7 +149,7 @@ type pos struct {
 
 func (c *cluster) ends(t *testing.T, topic string) map[int]int64 {
 	t.Helper()
-	rs, err := c.c.Watermarks(ctxFor(t), topic)
+	rs, err := c.c.watermarks(ctxFor(t), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +163,12 @@ func (c *cluster) ends(t *testing.T, topic string) map[int]int64 {
 // readAll returns every message of topic, by partition then offset.
 func (c *cluster) readAll(t *testing.T, topic string) []kafka.Message {
 	t.Helper()
-	rs, err := c.c.Watermarks(ctxFor(t), topic)
+	rs, err := c.c.watermarks(ctxFor(t), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []kafka.Message
-	if err := c.c.Scan(ctxFor(t), topic, rs, func(m kafka.Message) error { out = append(out, m); return nil }); err != nil {
+	if err := c.c.scan(ctxFor(t), topic, rs, func(m kafka.Message) error { out = append(out, m); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -182,14 +179,18 @@ type recorder struct {
 	steps []Step
 	acked []int
 	onAck func(sent int)
-	onStp func(n int)
+	onStp func(sends int) // after each step, with the sends (to be acknowledged) so far
+	sends int
 }
 
 func (r *recorder) Begin(int64) {}
 func (r *recorder) Step(s Step) {
 	r.steps = append(r.steps, s)
+	if s.Action == ActionSend {
+		r.sends++
+	}
 	if r.onStp != nil {
-		r.onStp(len(r.steps))
+		r.onStp(r.sends)
 	}
 }
 func (r *recorder) Acked(n int) {

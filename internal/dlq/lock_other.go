@@ -2,8 +2,10 @@
 
 package dlq
 
-// lockFile is a no-op where flock is not available: one replay per progress
-// file is then the operator's responsibility.
-func lockFile(string) (func() error, error) {
-	return func() error { return nil }, nil
+import "os"
+
+// lockFile opens path for appending, creating it. Without flock one replay
+// per progress file is the operator's responsibility.
+func lockFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 }

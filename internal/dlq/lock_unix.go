@@ -9,19 +9,20 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive, non-blocking flock on path. The kernel drops it
-// when the process dies, so a killed replay leaves no stale lock behind.
-func lockFile(path string) (func() error, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+// lockFile opens path for appending, creating it, and takes an exclusive,
+// non-blocking flock on it. The kernel drops the lock when the process dies,
+// so a killed replay leaves no stale lock behind.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("dlq: lock progress: %w", err)
+		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w (%s)", ErrProgressLocked, path)
+			return nil, ErrProgressLocked
 		}
-		return nil, fmt.Errorf("dlq: lock progress: %w", err)
+		return nil, fmt.Errorf("lock: %w", err)
 	}
-	return f.Close, nil // closing the descriptor releases the lock
+	return f, nil // closing it releases the lock
 }

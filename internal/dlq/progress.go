@@ -1,141 +1,131 @@
 package dlq
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"time"
 )
 
-// Progress is the replay progress file: per selection (DLQ topic, filter,
-// target topic), the job id and, per DLQ partition, the next offset not yet
-// handled. OpenProgress locks it for one replay; LoadProgress reads a snapshot.
-type Progress struct {
-	path   string
-	unlock func() error
-	Jobs   map[string]*Job `json:"jobs"`
+// progress is a selection's part of the replay progress file, a JSON line
+// per event, only ever appended to: a job begins ({"selection","job","start"})
+// and a batch is acknowledged ({"selection","job","sent":[identities]}). A
+// selection's job is the one its last start line names; what the job sent
+// is the union of its sent lines. Lines are fsynced as they are written, and
+// a line torn by a crash is cut off when the file is next opened to write.
+//
+// The file lives where the command runs (a Job's volume, one operator's
+// shell) and is locked while a replay writes it. Delete it, or pass
+// Restart, to begin again.
+type progress struct {
+	f         *os.File // nil in a dry run: nothing is written
+	selection string
+	job       string          // the selection's stored job, "" if none
+	sent      map[string]bool // what job sent
 }
 
-// Job is the progress of one selection.
-type Job struct {
-	JobID     string        `json:"job_id"`
-	DLQTopic  string        `json:"dlq_topic"`
-	Selection string        `json:"selection"`
-	Next      map[int]int64 `json:"next"` // DLQ partition -> next offset to handle
-	Sent      int64         `json:"sent"`
-	Refused   int64         `json:"refused"`
-	Started   time.Time     `json:"started"`
-	Updated   time.Time     `json:"updated"`
-}
-
-// progressVersion is the file format; a newer file is refused, not misread.
-const progressVersion = 1
-
-type progressFile struct {
-	Version int             `json:"version"`
-	Jobs    map[string]*Job `json:"jobs"`
+type progressLine struct {
+	Selection string   `json:"selection"`
+	Job       string   `json:"job"`
+	Start     bool     `json:"start,omitempty"`
+	Sent      []string `json:"sent,omitempty"`
 }
 
 // ErrProgressLocked means another replay holds the progress file.
 var ErrProgressLocked = errors.New("dlq: progress file is in use by another replay")
 
-// OpenProgress locks path (through path+".lock") and reads it; a missing file
-// is an empty progress. Close releases the lock.
-func OpenProgress(path string) (*Progress, error) {
-	unlock, err := lockFile(path + ".lock")
-	if err != nil {
-		return nil, err
-	}
-	p, err := LoadProgress(path)
-	if err != nil {
-		_ = unlock()
-		return nil, err
-	}
-	p.unlock = unlock
-	return p, nil
-}
-
-// LoadProgress reads path without locking it, for a dry run.
-func LoadProgress(path string) (*Progress, error) {
-	p := &Progress{path: path, Jobs: map[string]*Job{}}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+// openProgress reads selection's progress from path; with write it also
+// locks the file (creating it) for appending. Without write a missing file
+// is no progress.
+func openProgress(path, selection string, write bool) (*progress, error) {
+	p := &progress{selection: selection, sent: map[string]bool{}}
+	var b []byte
+	var err error
+	if write {
+		if p.f, err = lockFile(path); err != nil {
+			return nil, err
+		}
+		b, err = io.ReadAll(p.f)
+	} else if b, err = os.ReadFile(path); errors.Is(err, fs.ErrNotExist) {
 		return p, nil
 	}
+	if err == nil {
+		err = p.load(b)
+	}
+	if err == nil && write {
+		// A torn last line (a crash mid-append) goes: the next line starts clean.
+		err = p.f.Truncate(int64(bytes.LastIndexByte(b, '\n') + 1))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("dlq: read progress: %w", err)
-	}
-	var f progressFile
-	if err := json.Unmarshal(b, &f); err != nil {
+		p.close()
 		return nil, fmt.Errorf("dlq: progress file %s: %w", path, err)
-	}
-	if f.Version != progressVersion {
-		return nil, fmt.Errorf("dlq: progress file %s has version %d, this tool reads %d", path, f.Version, progressVersion)
-	}
-	if f.Jobs != nil {
-		p.Jobs = f.Jobs
 	}
 	return p, nil
 }
 
-// Path is the file's path.
-func (p *Progress) Path() string { return p.path }
+func (p *progress) load(b []byte) error {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, len(b)+1)
+	for n := 1; sc.Scan(); n++ {
+		var l progressLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Job == "" {
+			if n > bytes.Count(b, []byte{'\n'}) { // the torn last line of a crash
+				return nil
+			}
+			return fmt.Errorf("line %d is not replay progress (an older format? delete the file to start over)", n)
+		}
+		switch {
+		case l.Selection != p.selection:
+		case l.Start:
+			p.job, p.sent = l.Job, map[string]bool{}
+		case l.Job == p.job:
+			for _, id := range l.Sent {
+				p.sent[id] = true
+			}
+		}
+	}
+	return sc.Err()
+}
 
-// Save writes the file atomically: a temporary file in the same directory,
-// synced, then renamed over the old one, so a crash leaves the old or the new
-// progress, never a torn one.
-func (p *Progress) Save() error {
-	b, err := json.MarshalIndent(progressFile{Version: progressVersion, Jobs: p.Jobs}, "", "  ")
+// start begins a new job for the selection.
+func (p *progress) start(job string) error {
+	p.job = job
+	return p.append(progressLine{Selection: p.selection, Job: job, Start: true})
+}
+
+// record adds what an acknowledged batch sent.
+func (p *progress) record(job string, sent []string) error {
+	for _, id := range sent {
+		p.sent[id] = true
+	}
+	return p.append(progressLine{Selection: p.selection, Job: job, Sent: sent})
+}
+
+func (p *progress) append(l progressLine) error {
+	if p.f == nil {
+		return nil
+	}
+	b, err := json.Marshal(l)
+	if err == nil {
+		_, err = p.f.Write(append(b, '\n'))
+	}
+	if err == nil {
+		err = p.f.Sync()
+	}
 	if err != nil {
-		return fmt.Errorf("dlq: encode progress: %w", err)
+		return fmt.Errorf("dlq: record progress: %w", err)
 	}
-	dir, base := filepath.Split(p.path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("dlq: save progress: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("dlq: save progress: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("dlq: save progress: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("dlq: save progress: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), p.path); err != nil {
-		return fmt.Errorf("dlq: save progress: %w", err)
-	}
-	syncDir(dir)
 	return nil
 }
 
-// Close releases the lock taken by OpenProgress.
-func (p *Progress) Close() error {
-	if p.unlock == nil {
-		return nil
+// close releases the file and its lock.
+func (p *progress) close() {
+	if p.f != nil {
+		_ = p.f.Close()
+		p.f = nil
 	}
-	err := p.unlock()
-	p.unlock = nil
-	return err
-}
-
-// syncDir makes the rename durable where the platform allows it; failure
-// only weakens durability across a power cut, so it is not an error.
-func syncDir(dir string) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return
-	}
-	_ = d.Sync()
-	_ = d.Close()
 }

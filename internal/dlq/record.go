@@ -25,6 +25,7 @@ const (
 // fails again, the new dead-letter record carries a raised replay count.
 const (
 	HeaderOriginalTopic     = "dlq.original_topic"
+	HeaderOriginalKey       = "dlq.original_key" // absent when the original key was null
 	HeaderOriginalPartition = "dlq.original_partition"
 	HeaderOriginalOffset    = "dlq.original_offset"
 	HeaderOriginalTime      = "dlq.original_timestamp"
@@ -43,9 +44,11 @@ const timeLayout = time.RFC3339Nano
 // maxMessageLen bounds the error message kept in a header.
 const maxMessageLen = 1024
 
-// Record is one dead-lettered message.
+// Record is one dead-lettered message. In the topic its key is its
+// provenance, so copies of one message share a partition and compaction
+// keeps one of them.
 type Record struct {
-	Key, Value        []byte
+	Key, Value        []byte // the original message's
 	OriginalTopic     string
 	OriginalPartition int
 	OriginalOffset    int64
@@ -92,7 +95,14 @@ func FromFailure(m kafka.Message, group string, class Class, cause error, attemp
 	return r
 }
 
-// KafkaMessage renders the record for the DLQ topic (Topic left to the writer).
+// Provenance is where the message was consumed: "<topic>/<partition>/<offset>".
+// Records with one provenance are copies of one dead-lettering.
+func (r Record) Provenance() string {
+	return r.OriginalTopic + "/" + strconv.Itoa(r.OriginalPartition) + "/" + strconv.FormatInt(r.OriginalOffset, 10)
+}
+
+// KafkaMessage renders the record for the DLQ topic (Topic left to the
+// writer), keyed by its provenance.
 func (r Record) KafkaMessage() kafka.Message {
 	msg := r.Message
 	if len(msg) > maxMessageLen {
@@ -100,6 +110,9 @@ func (r Record) KafkaMessage() kafka.Message {
 	}
 	h := append([]kafka.Header(nil), r.Headers...)
 	add := func(k, v string) { h = append(h, kafka.Header{Key: k, Value: []byte(v)}) }
+	if r.Key != nil {
+		h = append(h, kafka.Header{Key: HeaderOriginalKey, Value: r.Key})
+	}
 	add(HeaderOriginalTopic, r.OriginalTopic)
 	add(HeaderOriginalPartition, strconv.Itoa(r.OriginalPartition))
 	add(HeaderOriginalOffset, strconv.FormatInt(r.OriginalOffset, 10))
@@ -114,7 +127,7 @@ func (r Record) KafkaMessage() kafka.Message {
 	if r.ReplayJob != "" {
 		add(HeaderReplayJob, r.ReplayJob)
 	}
-	return kafka.Message{Key: r.Key, Value: r.Value, Headers: h}
+	return kafka.Message{Key: []byte(r.Provenance()), Value: r.Value, Headers: h}
 }
 
 // ErrNotRecord marks a DLQ message without the headers this package writes.
@@ -122,7 +135,8 @@ var ErrNotRecord = errors.New("dlq: not a dead-letter record")
 
 // FromMessage parses a message read from the DLQ topic.
 func FromMessage(m kafka.Message) (Record, error) {
-	r := Record{Key: m.Key, Value: m.Value, Partition: m.Partition, Offset: m.Offset, Time: m.Time}
+	r := Record{Value: m.Value, Partition: m.Partition, Offset: m.Offset, Time: m.Time}
+	var key []byte
 	var errs []error
 	seen := map[string]bool{}
 	for _, h := range m.Headers {
@@ -130,6 +144,8 @@ func FromMessage(m kafka.Message) (Record, error) {
 		seen[h.Key] = true
 		var err error
 		switch h.Key {
+		case HeaderOriginalKey:
+			key = h.Value
 		case HeaderOriginalTopic:
 			r.OriginalTopic = v
 		case HeaderOriginalPartition:
@@ -166,8 +182,13 @@ func FromMessage(m kafka.Message) (Record, error) {
 			errs = append(errs, fmt.Errorf("header %s missing", k))
 		}
 	}
+	// Records written before provenance keys carry the original key as theirs.
+	r.Key = m.Key
 	if len(errs) > 0 {
 		return r, fmt.Errorf("%w at partition %d offset %d: %w", ErrNotRecord, m.Partition, m.Offset, errors.Join(errs...))
+	}
+	if string(m.Key) == r.Provenance() {
+		r.Key = key
 	}
 	return r, nil
 }

@@ -21,6 +21,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Fatalf("replay headers not carried: %+v", rec)
 	}
 	msg := rec.KafkaMessage()
+	if string(msg.Key) != "payment.succeeded/2/41" {
+		t.Fatalf("key %q, want the provenance", msg.Key)
+	}
 	msg.Partition, msg.Offset, msg.Time = 0, 9, at
 	got, err := FromMessage(msg)
 	if err != nil {
@@ -30,6 +33,21 @@ func TestRecordRoundTrip(t *testing.T) {
 	want.Partition, want.Offset, want.Time = 0, 9, at
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// A null original key stays null; a record written before provenance keys
+// (keyed by the original key, without dlq.original_key) reads as it did.
+func TestRecordKeys(t *testing.T) {
+	rec := Record{Value: []byte("v"), OriginalTopic: "t", OriginalPartition: 1, OriginalOffset: 2, Class: ClassInvalid}
+	got, err := FromMessage(rec.KafkaMessage())
+	if err != nil || got.Key != nil {
+		t.Fatalf("null key: %q %v", got.Key, err)
+	}
+	old := rec.KafkaMessage()
+	old.Key = []byte("m-1")
+	if got, err = FromMessage(old); err != nil || string(got.Key) != "m-1" || got.Provenance() != "t/1/2" {
+		t.Fatalf("old record: key %q provenance %q %v", got.Key, got.Provenance(), err)
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 func TestReplayedRecordFailingAgainReturnsRaised(t *testing.T) {
 	c := newCluster(t)
 	c.seed(t, []seed{{name: "loop", dlqPartition: 1, origPart: 2, origOffset: 5, key: "m-1", value: validValue("evt-loop", "m-1", 4), class: ClassRefused, at: baseTime}})
-	o := ReplayOptions{DLQTopic: c.dlqTopic, ProgressFile: filepath.Join(t.TempDir(), "p.json"), JobID: "job-loop"}
+	o := ReplayOptions{DLQTopic: c.dlqTopic, ProgressFile: filepath.Join(t.TempDir(), "p.jsonl"), JobID: "job-loop"}
 	seen := c.ends(t, c.orig)
 	for round := 1; round <= DefaultMaxReplays+1; round++ {
 		rep, err := c.c.Replay(ctxFor(t), o, nil)
@@ -64,7 +64,7 @@ func TestReplayedRecordFailingAgainReturnsRaised(t *testing.T) {
 // readSince reads topic from the given next offsets to the end.
 func (c *cluster) readSince(t *testing.T, topic string, from map[int]int64) []kafka.Message {
 	t.Helper()
-	rs, err := c.c.Watermarks(ctxFor(t), topic)
+	rs, err := c.c.watermarks(ctxFor(t), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func (c *cluster) readSince(t *testing.T, topic string, from map[int]int64) []ka
 		rs[i].From = max(rs[i].From, from[rs[i].Partition])
 	}
 	var out []kafka.Message
-	if err := c.c.Scan(ctxFor(t), topic, rs, func(m kafka.Message) error { out = append(out, m); return nil }); err != nil {
+	if err := c.c.scan(ctxFor(t), topic, rs, func(m kafka.Message) error { out = append(out, m); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -1,11 +1,17 @@
 package dlq
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
 )
 
 // DefaultMaxReplays is how many times one payload may be replayed: a record
@@ -27,9 +33,9 @@ type ReplayOptions struct {
 	// JobID labels the replay (replay.job_id). Empty: the stored job's id
 	// when resuming, else a generated one.
 	JobID        string
-	DryRun       bool          // print what would be sent; send and record nothing
+	DryRun       bool          // report what would be sent; send and record nothing
 	ProgressFile string        // required unless DryRun
-	Restart      bool          // ignore the stored progress of this selection
+	Restart      bool          // begin a new job for this selection, forgetting what the stored one sent
 	SendTimeout  time.Duration // bound on one batch write, which an interrupt does not cut short (30s)
 }
 
@@ -79,10 +85,7 @@ func (o ReplayOptions) Validate() error {
 	if o.ProgressFile == "" && !o.DryRun {
 		errs = append(errs, ErrNoProgressFile)
 	}
-	if err := o.Filter.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, o.Filter.validate())...)
 }
 
 // Selection is the key of this replay's progress: the DLQ topic, the filter
@@ -93,7 +96,7 @@ func (o ReplayOptions) Selection() string {
 	if to == "" {
 		to = "original"
 	}
-	return o.DLQTopic + " [" + o.Filter.Key() + "] -> " + to
+	return o.DLQTopic + " [" + o.Filter.key() + "] -> " + to
 }
 
 // Action is what a replay did with one DLQ record.
@@ -105,6 +108,8 @@ const (
 	ActionRefuse     Action = "refuse"     // selected, but its replay count reached MaxReplays
 	ActionSkip       Action = "skip"       // not selected by the filter
 	ActionUnreadable Action = "unreadable" // selected, but not a record, or no topic to send to
+	ActionCopy       Action = "copy"       // a later copy of a message met before in this run
+	ActionSent       Action = "sent"       // selected, and sent by an earlier run of the job
 )
 
 // Step is one DLQ record examined by a replay. Message is what is sent for ActionSend.
@@ -138,12 +143,270 @@ type Report struct {
 	Selection    string    `json:"selection"`
 	ProgressFile string    `json:"progress_file,omitempty"`
 	DryRun       bool      `json:"dry_run"`
-	Resumed      bool      `json:"resumed"`           // stored progress of this selection was used
-	Examined     int       `json:"examined"`          // DLQ records read
-	Matched      int       `json:"matched"`           // selected by the filter
-	Sent         int       `json:"sent"`              // acknowledged (dry run: would be sent)
-	Refused      []Refusal `json:"refused"`           // selected, not sent: max replays reached or unreadable
-	Expired      int64     `json:"expired,omitempty"` // DLQ offsets deleted by retention before this selection reached them
+	Resumed      bool      `json:"resumed"`  // the selection's stored job was continued
+	Examined     int       `json:"examined"` // DLQ records read
+	Copies       int       `json:"copies"`   // selected records that were later copies of a message, not sent
+	Matched      int       `json:"matched"`  // messages selected and not sent by an earlier run of the job
+	Sent         int       `json:"sent"`     // acknowledged (dry run: would be sent)
+	Refused      []Refusal `json:"refused"`  // selected, not sent: max replays reached or unreadable
 	LimitReached bool      `json:"limit_reached"`
-	Done         bool      `json:"done"` // every selected record up to the high watermark is handled
+	Done         bool      `json:"done"` // every selected message up to the high watermark is handled
 }
+
+// Replay sends the selected messages of the DLQ back: each message's
+// original key, value and headers to its original topic and partition,
+// adding replay.job_id and replay.count = the record's count + 1, so that a
+// replay that fails again returns to the DLQ with a raised count and is
+// refused once the count reaches MaxReplays. Writes are synchronous with
+// acks=all, and obs (which may be nil) hears of every record read.
+//
+// Records with one provenance are one message: only the first read is
+// considered, and a message the selection's job sent in an earlier run (as
+// the progress file records) is not sent again. The file is appended to
+// after every acknowledged batch, so interrupting ctx stops the run after
+// the batch in flight is acknowledged and recorded, and the next run with the
+// same selection resumes the job. Should the process die between an ack and
+// the append, that batch is sent again: the worker's idempotency absorbs it.
+func (c *Client) Replay(ctx context.Context, o ReplayOptions, obs Observer) (Report, error) {
+	o.setDefaults()
+	if err := o.Validate(); err != nil {
+		return Report{}, err
+	}
+	rep := Report{Selection: o.Selection(), DryRun: o.DryRun, ProgressFile: o.ProgressFile, Refused: []Refusal{}}
+	prog, err := openProgress(o.ProgressFile, rep.Selection, !o.DryRun)
+	if err != nil {
+		return rep, err
+	}
+	defer prog.close()
+	rep.Resumed = prog.job != "" && !o.Restart
+	if rep.JobID, err = chooseJobID(o, prog.job, rep.Resumed); err != nil {
+		return rep, err
+	}
+	if !rep.Resumed {
+		prog.sent = map[string]bool{}
+		if err := prog.start(rep.JobID); err != nil {
+			return rep, err
+		}
+	}
+	ranges, err := c.watermarks(ctx, o.DLQTopic)
+	if err != nil {
+		return rep, err
+	}
+	ranges = o.Filter.narrow(ranges)
+	run := newReplayRun(ctx, c, o, prog, &rep, obs)
+	defer run.close()
+	var total int64
+	for _, r := range ranges {
+		total += r.Len()
+	}
+	run.obs.Begin(total)
+	if err := c.scan(ctx, o.DLQTopic, ranges, run.step); err != nil {
+		return rep, err // what was acknowledged is recorded; the batch not yet sent is dropped
+	}
+	rep.Done = !rep.LimitReached
+	return rep, run.flush(ctx)
+}
+
+func chooseJobID(o ReplayOptions, stored string, resumed bool) (string, error) {
+	switch {
+	case !resumed && o.JobID != "":
+		return o.JobID, nil
+	case !resumed:
+		var b [3]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("dlq: job id: %w", err)
+		}
+		return "replay-" + time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:]), nil
+	case o.JobID == "" || o.JobID == stored:
+		return stored, nil
+	}
+	return "", fmt.Errorf("%w: %q belongs to job %s: pass --job-id %s to resume it, or --restart to begin again",
+		ErrJobMismatch, o.Selection(), stored, stored)
+}
+
+// replayRun is the state of one Replay call.
+type replayRun struct {
+	ctx     context.Context // the Replay call's: the scan callback has none of its own
+	o       ReplayOptions
+	prog    *progress
+	rep     *Report
+	obs     Observer
+	w       *kafka.Writer // nil in a dry run
+	limiter *rate.Limiter // nil without a rate
+	batch   int           // messages per write
+
+	seen    map[string]bool // identities read so far
+	pending []kafka.Message
+	ids     []string // identities of pending
+}
+
+func newReplayRun(ctx context.Context, c *Client, o ReplayOptions, prog *progress, rep *Report, obs Observer) *replayRun {
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	r := &replayRun{ctx: ctx, o: o, prog: prog, rep: rep, obs: obs, batch: o.BatchSize, seen: map[string]bool{}}
+	if o.Rate > 0 {
+		// Small batches a tenth of a second apart keep the pace even.
+		r.batch = min(max(int(o.Rate/10), 1), o.BatchSize)
+		r.limiter = rate.NewLimiter(rate.Limit(o.Rate), r.batch)
+	}
+	if !o.DryRun {
+		r.w = &kafka.Writer{
+			Addr:         kafka.TCP(c.b.Addrs...),
+			Transport:    c.b.Transport,
+			Balancer:     originalPartition{fallback: &kafka.Hash{}},
+			RequiredAcks: kafka.RequireAll,
+			BatchSize:    r.batch,
+			BatchTimeout: time.Millisecond, // writes are synchronous and batched here
+			WriteTimeout: o.SendTimeout,
+		}
+	}
+	return r
+}
+
+func (r *replayRun) close() {
+	if r.w != nil {
+		_ = r.w.Close() // every write was synchronous: nothing is left to flush
+	}
+}
+
+// step decides what to do with one DLQ message.
+func (r *replayRun) step(m kafka.Message) error {
+	e := inspect(m)
+	id := e.identity()
+	r.rep.Examined++
+	st := Step{Entry: e, Action: r.decide(e, id)}
+	r.seen[id] = true
+	switch st.Action {
+	case ActionRefuse:
+		r.refuse(e, fmt.Sprintf("replayed %d time(s) already, --max-replays is %d", e.ReplayCount, r.o.MaxReplays))
+	case ActionUnreadable:
+		r.refuse(e, e.Err.Error())
+	case ActionCopy:
+		r.rep.Copies++
+	case ActionSend:
+		msg, err := replayMessage(e.Record, r.rep.JobID, r.o.ToTopic, r.o.DLQTopic)
+		if err != nil {
+			st.Action = ActionUnreadable
+			r.refuse(e, err.Error())
+			break
+		}
+		st.Message = msg
+	}
+	if st.Action != ActionSkip && st.Action != ActionCopy && st.Action != ActionSent {
+		r.rep.Matched++
+	}
+	r.obs.Step(st)
+	if st.Action != ActionSend {
+		return nil
+	}
+	if r.o.DryRun {
+		r.rep.Sent++
+	} else {
+		r.pending, r.ids = append(r.pending, st.Message), append(r.ids, id)
+	}
+	if r.o.Limit > 0 && r.rep.Sent+len(r.pending) >= r.o.Limit {
+		r.rep.LimitReached = true
+		if err := r.flush(r.ctx); err != nil {
+			return err
+		}
+		return errStopScan
+	}
+	if len(r.pending) >= r.batch {
+		return r.flush(r.ctx)
+	}
+	return nil
+}
+
+func (r *replayRun) decide(e Entry, id string) Action {
+	switch {
+	case !r.o.Filter.match(e):
+		return ActionSkip
+	case r.seen[id]:
+		return ActionCopy
+	case r.prog.sent[id]:
+		return ActionSent
+	case e.Err != nil:
+		return ActionUnreadable
+	case e.ReplayCount >= r.o.MaxReplays:
+		return ActionRefuse
+	}
+	return ActionSend
+}
+
+func (r *replayRun) refuse(e Entry, reason string) {
+	r.rep.Refused = append(r.rep.Refused, Refusal{
+		Partition: e.Partition, Offset: e.Offset, EventID: e.EventID, Merchant: e.Merchant,
+		ReplayCount: e.ReplayCount, Reason: reason,
+	})
+}
+
+// flush sends the pending batch, waits for every replica's ack, then records
+// it. The write is not cut short by an interrupt: a batch in flight is
+// finished and recorded (within SendTimeout), so a resumed run does not send it again.
+func (r *replayRun) flush(ctx context.Context) error {
+	n := len(r.pending)
+	if n == 0 {
+		return nil
+	}
+	if r.limiter != nil {
+		if err := r.limiter.WaitN(ctx, n); err != nil {
+			return fmt.Errorf("dlq: rate limit: %w", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.SendTimeout)
+	err := r.w.WriteMessages(sctx, r.pending...)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("dlq: send %d message(s): %w", n, err)
+	}
+	r.rep.Sent += n
+	if err := r.prog.record(r.rep.JobID, r.ids); err != nil {
+		return fmt.Errorf("%w (the last %d acknowledged message(s) will be sent again on resume)", err, n)
+	}
+	r.pending, r.ids = r.pending[:0], r.ids[:0]
+	r.obs.Acked(r.rep.Sent)
+	return nil
+}
+
+// replayMessage is what a replay sends for a record: the original key, value
+// and headers, to the original topic and partition (or toTopic, partition by
+// key), plus replay.job_id and replay.count = the record's count + 1.
+func replayMessage(rec Record, jobID, toTopic, dlqTopic string) (kafka.Message, error) {
+	m := kafka.Message{Topic: rec.OriginalTopic, Partition: rec.OriginalPartition, Key: rec.Key, Value: rec.Value}
+	if toTopic != "" && toTopic != rec.OriginalTopic {
+		m.Topic, m.Partition = toTopic, -1
+	}
+	if m.Topic == "" || m.Topic == dlqTopic {
+		return kafka.Message{}, ErrNoTarget
+	}
+	m.Headers = make([]kafka.Header, 0, len(rec.Headers)+2)
+	for _, h := range rec.Headers {
+		if h.Key != HeaderReplayCount && h.Key != HeaderReplayJob {
+			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: slices.Clone(h.Value)})
+		}
+	}
+	m.Headers = append(m.Headers,
+		kafka.Header{Key: HeaderReplayJob, Value: []byte(jobID)},
+		kafka.Header{Key: HeaderReplayCount, Value: []byte(strconv.Itoa(rec.ReplayCount + 1))},
+	)
+	return m, nil
+}
+
+// originalPartition sends a message with a Partition the topic has to that
+// partition, and any other (Partition -1) by the fallback, a key hash.
+// kafka-go's Writer ignores Message.Partition but hands it to the balancer.
+type originalPartition struct{ fallback kafka.Balancer }
+
+func (b originalPartition) Balance(m kafka.Message, partitions ...int) int {
+	if m.Partition >= 0 && slices.Contains(partitions, m.Partition) {
+		return m.Partition
+	}
+	return b.fallback.Balance(m, partitions...)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Begin(int64) {}
+func (nopObserver) Step(Step)   {}
+func (nopObserver) Acked(int)   {}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,7 +16,7 @@ import (
 )
 
 func (c *cluster) options(t *testing.T) ReplayOptions {
-	return ReplayOptions{DLQTopic: c.dlqTopic, ProgressFile: filepath.Join(t.TempDir(), "progress.json")}
+	return ReplayOptions{DLQTopic: c.dlqTopic, ProgressFile: filepath.Join(t.TempDir(), "progress.jsonl")}
 }
 
 func TestReplayFiltersSelectExactly(t *testing.T) {
@@ -22,11 +24,14 @@ func TestReplayFiltersSelectExactly(t *testing.T) {
 	at := c.seed(t, standardSeeds())
 	now := baseTime.Add(2 * time.Hour)
 	bound := func(s string) TimeBound {
-		b, err := ParseTimeBound(s, now)
+		if d, err := time.ParseDuration(s); err == nil {
+			return TimeBound{Spec: s, At: now.Add(-d)}
+		}
+		at, err := time.Parse(time.RFC3339, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b
+		return TimeBound{Spec: s, At: at}
 	}
 	all := []string{"inv-m3", "conf-m1", "inv-nokey", "exh-m4-once", "ref-m2", "exh-m1"} // conf-m2-max is refused
 	tests := []struct {
@@ -78,34 +83,37 @@ func TestReplayFiltersSelectExactly(t *testing.T) {
 	}
 }
 
-func TestReplayDryRunPrintsWhatWouldBeSent(t *testing.T) {
+func TestReplayDryRunReportsWhatWouldBeSent(t *testing.T) {
 	c := newCluster(t)
 	c.seed(t, standardSeeds())
 	o := c.options(t)
 	o.DryRun, o.JobID = true, "job-dry"
-	plan := &PlanPrinter{JSON: true}
-	if _, err := c.c.Replay(ctxFor(t), o, plan); err != nil {
+	var rec recorder
+	if _, err := c.c.Replay(ctxFor(t), o, &rec); err != nil {
 		t.Fatal(err)
 	}
-	if len(plan.Planned) != 6 {
-		t.Fatalf("planned %d, want 6", len(plan.Planned))
+	var planned []kafka.Message
+	for _, s := range rec.steps {
+		if s.Action == ActionSend {
+			planned = append(planned, s.Message)
+		}
 	}
-	p := plan.Planned[0]
-	if p.Topic != c.orig || p.Partition == nil || *p.Partition != 0 || p.Key != "m-3" || p.Value == "" {
+	if len(planned) != 6 {
+		t.Fatalf("planned %d, want 6", len(planned))
+	}
+	p := planned[0]
+	if p.Topic != c.orig || p.Partition != 0 || string(p.Key) != "m-3" || len(p.Value) == 0 {
 		t.Errorf("first planned %+v", p)
 	}
-	want := []HeaderView{{"trace", "trace-inv-m3"}, {HeaderReplayJob, "job-dry"}, {HeaderReplayCount, "1"}}
-	if !slices.Equal(p.Headers, want) {
+	want := []kafka.Header{{Key: "trace", Value: []byte("trace-inv-m3")}, {Key: HeaderReplayJob, Value: []byte("job-dry")}, {Key: HeaderReplayCount, Value: []byte("1")}}
+	if !slices.EqualFunc(p.Headers, want, func(a, b kafka.Header) bool { return a.Key == b.Key && string(a.Value) == string(b.Value) }) {
 		t.Errorf("headers %v, want %v", p.Headers, want)
 	}
 	if msgs := c.readAll(t, c.orig); len(msgs) != 0 {
 		t.Errorf("dry run sent %d message(s)", len(msgs))
 	}
-	if _, err := LoadProgress(o.ProgressFile); err != nil {
-		t.Fatal(err)
-	}
-	if p, _ := LoadProgress(o.ProgressFile); len(p.Jobs) != 0 {
-		t.Errorf("dry run recorded progress: %+v", p.Jobs)
+	if _, err := os.Stat(o.ProgressFile); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("dry run wrote the progress file (stat: %v)", err)
 	}
 }
 
@@ -151,13 +159,19 @@ func TestReplaySendsOriginalsThenNothing(t *testing.T) {
 		}
 	}
 
-	// A second run sends nothing.
-	rep, err = c.c.Replay(ctxFor(t), o, nil)
+	// A second run sends nothing; the record at the limit is refused again.
+	var second recorder
+	rep, err = c.c.Replay(ctxFor(t), o, &second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sent != 0 || rep.Examined != 0 || !rep.Resumed || rep.JobID != "job-1" {
+	if rep.Sent != 0 || len(rep.Refused) != 1 || rep.Matched != 1 || !rep.Resumed || rep.JobID != "job-1" || len(second.steps) != 7 {
 		t.Errorf("second run %+v", rep)
+	}
+	for _, s := range second.steps {
+		if s.Action != ActionSent && s.Action != ActionRefuse {
+			t.Errorf("second run: %d/%d %s", s.Entry.Partition, s.Entry.Offset, s.Action)
+		}
 	}
 	// A record dead-lettered later is all a third run sends, under the same job.
 	more := c.seed(t, []seed{{name: "late", dlqPartition: 1, origPart: 2, origOffset: 99, key: "m-7", value: validValue("evt-9", "m-7", 1), class: ClassRefused, at: baseTime}})
@@ -329,9 +343,11 @@ func TestReplayJobMismatchAndRestart(t *testing.T) {
 	if err != nil || rep.Sent != 1 || rep.Resumed {
 		t.Fatalf("other selection %+v %v", rep, err)
 	}
-	p, err := LoadProgress(o.ProgressFile)
-	if err != nil || len(p.Jobs) != 2 {
-		t.Fatalf("progress %+v %v", p, err)
+	for _, f := range []Filter{{Merchants: []string{"m-1"}}, {Merchants: []string{"m-2"}}} {
+		o.Filter = f
+		if p, err := openProgress(o.ProgressFile, o.Selection(), false); err != nil || p.job == "" || len(p.sent) == 0 {
+			t.Fatalf("progress of %s: %+v %v", o.Selection(), p, err)
+		}
 	}
 }
 

@@ -7,11 +7,13 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Summary counts the records of a dead-letter topic.
+// Summary counts the messages of a dead-letter topic, each once however many
+// copies of it the topic holds.
 type Summary struct {
 	Topic      string         `json:"topic"`
 	Partitions []Range        `json:"partitions"` // what was read: first offset to the high watermark at start
-	Total      int            `json:"total"`      // every message read, readable or not
+	Total      int            `json:"total"`      // messages, readable or not
+	Copies     int            `json:"copies"`     // records beyond the first of their message, not counted elsewhere
 	Unreadable int            `json:"unreadable"` // messages without dead-letter headers
 	Replayed   int            `json:"replayed"`   // records of payloads that were replayed before (replay count > 0)
 	ByClass    map[Class]int  `json:"by_class"`
@@ -21,16 +23,7 @@ type Summary struct {
 	Newest     time.Time      `json:"newest,omitzero"`
 }
 
-// NewSummary returns an empty summary of topic over the ranges.
-func NewSummary(topic string, ranges []Range) *Summary {
-	return &Summary{
-		Topic: topic, Partitions: ranges,
-		ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{},
-	}
-}
-
-// Add counts one entry.
-func (s *Summary) Add(e Entry) {
+func (s *Summary) add(e Entry) {
 	s.Total++
 	if !e.Time.IsZero() {
 		if s.Oldest.IsZero() || e.Time.Before(s.Oldest) {
@@ -53,17 +46,33 @@ func (s *Summary) Add(e Entry) {
 }
 
 // Summarize reads topic from its first offsets to the high watermarks taken
-// at the start, counts every message, and hands each entry to each (which may
-// be nil) in partition and offset order.
+// at the start, twice: to count the copies of each message, then to count
+// the messages and hand each (its first record, with Copies set) to each,
+// which may be nil, in partition and offset order.
 func (c *Client) Summarize(ctx context.Context, topic string, each func(Entry) error) (*Summary, error) {
-	ranges, err := c.Watermarks(ctx, topic)
+	ranges, err := c.watermarks(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	s := NewSummary(topic, ranges)
-	err = c.Scan(ctx, topic, ranges, func(m kafka.Message) error {
-		e := Inspect(m)
-		s.Add(e)
+	copies := map[string]int{}
+	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
+		copies[identity(FromMessage(m))]++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Summary{Topic: topic, Partitions: ranges, ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{}}
+	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
+		e := inspect(m)
+		id := e.identity()
+		n, counted := copies[id]
+		if counted && n == 0 { // its first record was listed
+			s.Copies++
+			return nil
+		}
+		e.Copies, copies[id] = max(n, 1), 0
+		s.add(e)
 		if each != nil {
 			return each(e)
 		}

@@ -1,10 +1,7 @@
 package dlq
 
 import (
-	"bytes"
-	"encoding/json"
 	"maps"
-	"strings"
 	"testing"
 	"time"
 
@@ -102,54 +99,5 @@ func TestSummarizeIsBoundedAndJoinsNoGroup(t *testing.T) {
 	}
 	if len(groups.Groups) != 0 {
 		t.Errorf("consumer groups on the broker after ls: %+v", groups.Groups)
-	}
-}
-
-func TestSummaryOutput(t *testing.T) {
-	c := newCluster(t)
-	c.seed(t, standardSeeds())
-
-	var buf bytes.Buffer
-	j := NewJSONList(&buf, true)
-	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, j.Add)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(s); err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Records []EntryView `json:"records"`
-		Summary Summary     `json:"summary"`
-	}
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
-		t.Fatalf("JSON output does not parse: %v\n%s", err, buf.String())
-	}
-	if len(doc.Records) != 7 || doc.Summary.Total != 7 || doc.Summary.ByClass[ClassConflict] != 2 {
-		t.Errorf("JSON: %d records, summary %+v", len(doc.Records), doc.Summary)
-	}
-	if r := doc.Records[0]; r.Value == nil || r.OriginalTopic != c.orig || r.Merchant == "" {
-		t.Errorf("first record: %+v", r)
-	}
-
-	buf.Reset()
-	j = NewJSONList(&buf, false)
-	if err := j.Close(s); err != nil {
-		t.Fatal(err)
-	}
-	var only map[string]json.RawMessage
-	if err := json.Unmarshal(buf.Bytes(), &only); err != nil || only["records"] != nil || only["summary"] == nil {
-		t.Fatalf("summary-only JSON: %v %s", err, buf.String())
-	}
-
-	buf.Reset()
-	if err := s.WriteText(&buf, 2); err != nil {
-		t.Fatal(err)
-	}
-	text := buf.String()
-	for _, want := range []string{"7 record(s)", "conflict", "exhausted", c.orig, "m-1", "m-2", "... 3 more", "oldest 2026-11-29T07:00:00Z"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("summary text lacks %q:\n%s", want, text)
-		}
 	}
 }

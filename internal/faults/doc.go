@@ -3,7 +3,8 @@
 // or app.NewWorker in the test process) on services of the test's own, breaks
 // something at seeded random moments, and then proves with the invariant
 // checker, after one reconciler pass, that no event was lost, none applied
-// twice, no merchant overdrawn and every poison message dead-lettered.
+// twice, no merchant overdrawn and every poison message dead-lettered (once
+// by provenance; copies allowed).
 //
 // The faults: worker processes killed with SIGKILL and restarted, or stopped
 // with SIGSTOP past the lock TTL; Redis restarted with its data lost, or down

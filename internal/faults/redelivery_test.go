@@ -155,8 +155,7 @@ func (g *rig) countRange(ctx context.Context, p int, from, to int64, truth *trut
 }
 
 // readRange calls fn for every message of topic's partition p over
-// [from, to), as a read_uncommitted reader sees them: aborted records and
-// transaction markers included.
+// [from, to).
 func (g *rig) readRange(ctx context.Context, topic string, p int, from, to int64, fn func(kafka.Message)) error {
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: g.kafka.Brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
 	defer r.Close()

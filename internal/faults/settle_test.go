@@ -98,11 +98,11 @@ func (g *rig) reconcileOnce(ctx context.Context) *reconcile.Report {
 // readDLQ reads the dead-letter topic back.
 func (g *rig) readDLQ(ctx context.Context) []dlq.Record {
 	g.t.Helper()
-	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers, Transport: g.transport}, zap.NewNop(), dlq.Options{})
+	c, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers, Transport: g.transport})
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	recs, err := scenario.ReadDLQ(ctx, c, g.dlqTopic)
+	recs, err := c.Records(ctx, g.dlqTopic)
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -133,46 +133,21 @@ func validDeadLetters(records []dlq.Record, produced invariant.Produced) []strin
 }
 
 // missingDeadLetters describes, for a failing test's output, every
-// undecodable message of the consumed topic that records (the DLQ as a
-// read_committed reader sees it) lacks, and where a copy of it sits in the
-// raw dead-letter log, aborted transactions included: a copy there points at
-// the commit (or the reader), none at the worker.
+// undecodable message of the consumed topic that no dead-letter record has
+// the provenance of.
 func (g *rig) missingDeadLetters(ctx context.Context, records []dlq.Record) []string {
 	g.t.Helper()
-	type origin struct {
-		partition int
-		offset    int64
-	}
-	have := map[origin]bool{}
+	have := map[string]bool{}
 	for _, r := range records {
-		have[origin{r.OriginalPartition, r.OriginalOffset}] = true
+		have[r.Provenance()] = true
 	}
-	missing := map[origin]bool{}
-	g.eachMessage(ctx, g.topic, func(m kafka.Message) {
-		o := origin{m.Partition, m.Offset}
-		if _, err := event.Decode(m.Key, m.Value); err != nil && !have[o] {
-			missing[o] = true
-		}
-	})
-	if len(missing) == 0 {
-		return nil
-	}
-	raw := map[origin][]string{}
-	g.eachMessage(ctx, g.dlqTopic, func(m kafka.Message) {
-		r, err := dlq.FromMessage(m)
-		if err != nil || r.OriginalTopic != g.topic {
-			return
-		}
-		o := origin{r.OriginalPartition, r.OriginalOffset}
-		if missing[o] {
-			raw[o] = append(raw[o], fmt.Sprintf("%d@%d", m.Partition, m.Offset))
-		}
-	})
 	var out []string
-	for o := range missing {
-		out = append(out, fmt.Sprintf("undecodable message %s/%d@%d is not in the DLQ (read_committed); raw DLQ copies at %v",
-			g.topic, o.partition, o.offset, raw[o]))
-	}
+	g.eachMessage(ctx, g.topic, func(m kafka.Message) {
+		p := fmt.Sprintf("%s/%d/%d", g.topic, m.Partition, m.Offset)
+		if _, err := event.Decode(m.Key, m.Value); err != nil && !have[p] {
+			out = append(out, "undecodable message "+p+" is not in the DLQ")
+		}
+	})
 	slices.Sort(out)
 	return out
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/invariant"
 	"github.com/quotaflow/billing/internal/workload"
@@ -151,22 +150,4 @@ func WaitDrained(ctx context.Context, client *kafka.Client, group, topic string,
 		case <-tick.C:
 		}
 	}
-}
-
-// ReadDLQ reads every record of the dead-letter topic as of now.
-func ReadDLQ(ctx context.Context, c *dlq.Client, topic string) ([]dlq.Record, error) {
-	ranges, err := c.Watermarks(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	var out []dlq.Record
-	err = c.Scan(ctx, topic, ranges, func(m kafka.Message) error {
-		rec, err := dlq.FromMessage(m)
-		if err != nil {
-			return err
-		}
-		out = append(out, rec)
-		return nil
-	})
-	return out, err
 }

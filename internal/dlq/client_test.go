@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"go.uber.org/zap"
 )
 
 func TestWatermarksAndScanRange(t *testing.T) {
 	c := newCluster(t)
 	c.seed(t, standardSeeds()) // 4 records on partition 0, 3 on partition 1
-	rs, err := c.c.Watermarks(ctxFor(t), c.dlqTopic)
+	rs, err := c.c.watermarks(ctxFor(t), c.dlqTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +20,7 @@ func TestWatermarksAndScanRange(t *testing.T) {
 		t.Fatalf("watermarks %v, want %v", rs, want)
 	}
 	var got []string
-	err = c.c.Scan(ctxFor(t), c.dlqTopic, []Range{{1, 1, 3}, {0, 2, 3}}, func(m kafka.Message) error {
+	err = c.c.scan(ctxFor(t), c.dlqTopic, []Range{{1, 1, 3}, {0, 2, 3}}, func(m kafka.Message) error {
 		got = append(got, fmt.Sprintf("%d/%d", m.Partition, m.Offset))
 		return nil
 	})
@@ -31,8 +30,12 @@ func TestWatermarksAndScanRange(t *testing.T) {
 	if strings.Join(got, " ") != "1/1 1/2 0/2" {
 		t.Fatalf("scanned %v", got)
 	}
-	if _, err := c.c.Watermarks(ctxFor(t), "no-such-topic"); err == nil {
+	if _, err := c.c.watermarks(ctxFor(t), "no-such-topic"); err == nil {
 		t.Fatal("watermarks of a missing topic")
+	}
+	recs, err := c.c.Records(ctxFor(t), c.dlqTopic)
+	if err != nil || len(recs) != 7 || recs[0].Partition != 0 || recs[6].Partition != 1 || recs[0].OriginalTopic != c.orig {
+		t.Fatalf("Records: %d records, err %v", len(recs), err)
 	}
 }
 
@@ -41,12 +44,9 @@ func TestWatermarksAndScanRange(t *testing.T) {
 func TestScanStallFails(t *testing.T) {
 	c := newCluster(t)
 	c.seed(t, standardSeeds()[:1])
-	stalling, err := NewClient(Broker{Addrs: c.k.Brokers, Transport: c.tr}, zap.NewNop(), Options{PollWait: 100 * time.Millisecond, Stall: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.c.pollWait, c.c.stall = 100*time.Millisecond, 500*time.Millisecond
 	n := 0
-	err = stalling.Scan(ctxFor(t), c.dlqTopic, []Range{{0, 0, 5}}, func(kafka.Message) error { n++; return nil })
+	err := c.c.scan(ctxFor(t), c.dlqTopic, []Range{{0, 0, 5}}, func(kafka.Message) error { n++; return nil })
 	if err == nil || !strings.Contains(err.Error(), "delivered nothing") || n != 1 {
 		t.Fatalf("err %v after %d message(s), want a stall error after 1", err, n)
 	}
