@@ -205,6 +205,10 @@ func TestComposeTopics(t *testing.T) {
 				t.Errorf("compose %s: %s consumes or dead-letters to %s, which %s does not create", name, svc, topic, name)
 			}
 		}
+		// Dead-letter records are keyed by provenance: compaction folds copies.
+		if _, dlq, _ := strings.Cut(script, "--topic "+cfg.Kafka.DLQTopic+" "); !strings.Contains(strings.Split(dlq, "\n")[0], "--config cleanup.policy=compact,delete") {
+			t.Errorf("compose %s: creates %s without cleanup.policy=compact,delete", name, cfg.Kafka.DLQTopic)
+		}
 	}
 }
 
