@@ -185,6 +185,9 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 		fmt.Fprintf(w, "machine     %.2f of %d cores busy in the window: %.2f the processes above, %.2f other programs\n",
 			m.BusyCores, r.Host.CPUs, m.OursCores, m.OtherCores)
 	}
+	i := r.InnoDB
+	fmt.Fprintf(w, "innodb      per event %.2f buffer pool disk reads, %.1f read requests, %.3f fsyncs (server-wide); ledger ~%d rows: data %d MiB, indexes %d MiB\n",
+		i.DiskReadsPerEvent, i.ReadRequestsPerEvent, i.FsyncsPerEvent, i.LedgerRows, i.LedgerDataBytes>>20, i.LedgerIndexBytes>>20)
 	if b := r.Baseline; b != nil {
 		switch {
 		case b.Error != "":

@@ -178,6 +178,7 @@ type Result struct {
 	// CPU budget per event is about); 0 when a server was not measured.
 	SystemUSPerEvent float64 `json:"system_cpu_us_per_event"`
 	Machine          Machine `json:"machine"`
+	InnoDB           InnoDB  `json:"innodb"`
 
 	Baseline *Baseline `json:"baseline,omitempty"`
 	Paced    *Paced    `json:"paced,omitempty"`

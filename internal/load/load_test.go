@@ -75,6 +75,9 @@ func TestRun(t *testing.T) {
 		if b := res.Baseline; b == nil || b.Error != "" || b.EventsPerSec <= 0 || b.Ratio <= 0 {
 			t.Errorf("baseline %+v", b)
 		}
+		if i := res.InnoDB; i.LedgerDataBytes <= 0 || i.ReadRequestsPerEvent <= 0 {
+			t.Errorf("innodb %+v", i)
+		}
 		if len(res.Memory) != 1 || res.Memory[0].RSSMaxMiB <= 0 {
 			t.Errorf("memory %+v", res.Memory)
 		}

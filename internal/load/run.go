@@ -139,6 +139,10 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	if err != nil {
 		return err
 	}
+	counters, err := readCounters(ctx, r.st.db)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	defer func() { err = errors.Join(err, r.stopWorkers()) }()
 	for i := range o.Workers {
@@ -185,6 +189,9 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	r.res.ElapsedS = window.Seconds()
 	r.res.EventsPerSec = float64(o.Events) / window.Seconds()
 	r.res.CPU, r.res.SystemUSPerEvent, r.res.Machine = m.results(o.Events, window)
+	if r.res.InnoDB, err = innoDB(ctx, r.st.db, counters, o.Events); err != nil {
+		return err
+	}
 	if err := r.stopWorkers(); err != nil {
 		return err
 	}

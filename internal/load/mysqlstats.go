@@ -1,0 +1,58 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// innodbCounters are the server counters a run reports per event: what
+// InnoDB read from disk (buffer pool misses) against what it read at all,
+// and its fsyncs. Server-wide: other clients of a shared server count too.
+var innodbCounters = []string{"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests", "Innodb_data_fsyncs"}
+
+// InnoDB is the server's counters over the window, per event, and the
+// ledger's size at the end (InnoDB's estimates, rows included).
+type InnoDB struct {
+	DiskReadsPerEvent    float64 `json:"buffer_pool_disk_reads_per_event"`
+	ReadRequestsPerEvent float64 `json:"buffer_pool_read_requests_per_event"`
+	FsyncsPerEvent       float64 `json:"fsyncs_per_event"`
+	LedgerRows           int64   `json:"ledger_rows_estimate"`
+	LedgerDataBytes      int64   `json:"ledger_data_bytes"`
+	LedgerIndexBytes     int64   `json:"ledger_index_bytes"`
+}
+
+func readCounters(ctx context.Context, db *sql.DB) (map[string]int64, error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN (?, ?, ?)",
+		innodbCounters[0], innodbCounters[1], innodbCounters[2])
+	if err != nil {
+		return nil, fmt.Errorf("load: read InnoDB counters: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			return nil, fmt.Errorf("load: read InnoDB counters: %w", err)
+		}
+		out[name] = v
+	}
+	return out, rows.Err()
+}
+
+// innoDB is the counters' growth from before, per event, and the ledger's size.
+func innoDB(ctx context.Context, db *sql.DB, before map[string]int64, events int) (InnoDB, error) {
+	after, err := readCounters(ctx, db)
+	if err != nil {
+		return InnoDB{}, err
+	}
+	per := func(name string) float64 { return float64(after[name]-before[name]) / float64(events) }
+	s := InnoDB{DiskReadsPerEvent: per(innodbCounters[0]), ReadRequestsPerEvent: per(innodbCounters[1]), FsyncsPerEvent: per(innodbCounters[2])}
+	err = db.QueryRowContext(ctx, "SELECT TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'quota_ledger'").
+		Scan(&s.LedgerRows, &s.LedgerDataBytes, &s.LedgerIndexBytes)
+	if err != nil {
+		return s, fmt.Errorf("load: read the ledger's size: %w", err)
+	}
+	return s, nil
+}
