@@ -16,52 +16,24 @@ import (
 	"github.com/quotaflow/billing/internal/lock"
 )
 
-// clientLocker is a BatchLocker on the production lock (internal/lock), as
-// the worker wires it: WaitMany, one WatchMany watchdog per batch, ReleaseMany.
+// clientLocker is the production lock (internal/lock) as the worker wires it
+// (app.MerchantLocks): one Wait for a batch's merchants.
 type clientLocker struct {
 	c    *lock.Client
 	keys keyspace.Keyspace
 	ttl  time.Duration
 }
 
-type clientLock struct {
-	*lock.Lock
-	ctx context.Context
-}
-
-func (l clientLock) Context() context.Context { return l.ctx }
-
-func (cl clientLocker) Acquire(ctx context.Context, merchantID string) (HeldLock, error) {
-	l, err := cl.c.Wait(ctx, cl.keys.Lock(merchantID), cl.ttl)
-	if err != nil {
-		return nil, err
-	}
-	return clientLock{l, l.Watch(ctx)}, nil
-}
-
-func (cl clientLocker) AcquireAll(ctx context.Context, merchantIDs []string) ([]HeldLock, error) {
+func (cl clientLocker) Acquire(ctx context.Context, merchantIDs []string) (Held, error) {
 	keys := make([]string, len(merchantIDs))
 	for i, m := range merchantIDs {
 		keys[i] = cl.keys.Lock(m)
 	}
-	locks, err := cl.c.WaitMany(ctx, keys, cl.ttl)
+	l, err := cl.c.Wait(ctx, keys, cl.ttl)
 	if err != nil {
 		return nil, err
 	}
-	wctx := cl.c.WatchMany(ctx, locks)
-	held := make([]HeldLock, len(locks))
-	for i, l := range locks {
-		held[i] = clientLock{l, wctx}
-	}
-	return held, nil
-}
-
-func (cl clientLocker) ReleaseAll(ctx context.Context, held []HeldLock) error {
-	locks := make([]*lock.Lock, len(held))
-	for i, h := range held {
-		locks[i] = h.(clientLock).Lock
-	}
-	return cl.c.ReleaseMany(ctx, locks)
+	return l, nil
 }
 
 func newClientLocker(t *testing.T, e *env, ttl time.Duration) clientLocker {
@@ -74,27 +46,21 @@ func newClientLocker(t *testing.T, e *env, ttl time.Duration) clientLocker {
 	return clientLocker{c: c, keys: e.redis.Keys, ttl: ttl}
 }
 
-// Workers whose batches share merchants take all of a batch's locks at once
-// (BatchLocker) or one after another (Locker): no deadlock, no lost or double
-// deduction, and the ledger, the balances and Redis agree at the end.
-func TestApplyWithBatchLocker(t *testing.T) {
+// Workers whose batches share merchants, and grants to those merchants, take
+// their locks through internal/lock: no deadlock, no lost or double deduction,
+// and the ledger, the balances and Redis agree at the end.
+func TestApplyWithProductionLocks(t *testing.T) {
 	e := newEnv(t)
 	const merchants, workers, batches, perBatch = 12, 8, 15, 24
 	for i := range merchants {
 		e.grant(fmt.Sprintf("m-%d", i), 1_000_000)
 	}
-	batchLocks := newClientLocker(t, e, 30*time.Second)
-	var plain struct{ Locker } // hides AcquireAll: the one-at-a-time path
-	plain.Locker = batchLocks
+	locks := newClientLocker(t, e, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	var total [workers]int64
 	for w := range workers {
-		var locks Locker = batchLocks
-		if w%4 == 3 {
-			locks = plain
-		}
 		d, err := New(e.redis.Client, e.redis.Keys, locks, e.store, nil, nil, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -120,6 +86,19 @@ func TestApplyWithBatchLocker(t *testing.T) {
 			return nil
 		})
 	}
+	granter, err := New(e.redis.Client, e.redis.Keys, locks, e.store, nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Go(func() error {
+		for i := range 3 * batches {
+			m := fmt.Sprintf("m-%d", rand.IntN(merchants))
+			if _, err := granter.Grant(gctx, m, 10, fmt.Sprintf("g-%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}

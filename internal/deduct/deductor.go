@@ -20,31 +20,23 @@ import (
 // outage: retried without counting attempts, never dead-lettered.
 var ErrLockLost = failure.Outage(errors.New("deduct: merchant lock lost"))
 
-// Locker takes a merchant's lock, waiting while another holder has it.
+// Locker takes merchant locks (app.MerchantLocks, on internal/lock).
 type Locker interface {
-	Acquire(ctx context.Context, merchantID string) (HeldLock, error)
+	// Acquire takes the locks of merchantIDs (distinct), waiting while other
+	// holders have some: all of them, or an error and none. Callers whose
+	// sets overlap must never wait for one another in a cycle.
+	Acquire(ctx context.Context, merchantIDs []string) (Held, error)
 }
 
-// BatchLocker is a Locker that takes and releases many merchants' locks in a
-// few round trips. The Deductor uses it, when its Locker has it, for the
-// locks of a batch; the watch on each lock is the same as with Acquire.
-type BatchLocker interface {
-	Locker
-	// AcquireAll takes the locks of merchantIDs (distinct, sorted), waiting
-	// while other holders have some, and returns them in the same order, or an
-	// error and holds none of them. It must not deadlock with other callers
-	// of AcquireAll or Acquire that take overlapping sets in sorted order.
-	AcquireAll(ctx context.Context, merchantIDs []string) ([]HeldLock, error)
-	// ReleaseAll releases locks taken by this Locker, as Release does each.
-	ReleaseAll(ctx context.Context, locks []HeldLock) error
-}
-
-// HeldLock is a held merchant lock. Its value, Token, is the fencing token the
-// scripts compare; Key must be in the merchant's hash slot (keyspace.Lock).
-type HeldLock interface {
-	Key() string
+// Held is the locks of one Acquire.
+type Held interface {
+	// Keys are the lock keys in the order of the merchant IDs, each in its
+	// merchant's hash slot (keyspace.Lock).
+	Keys() []string
+	// Token is the value of every key while the locks are held: the fencing
+	// token the scripts compare.
 	Token() string
-	// Context is cancelled when the lock is lost (or released).
+	// Context ends when a lock is lost, and on Release.
 	Context() context.Context
 	Release(ctx context.Context) error
 }

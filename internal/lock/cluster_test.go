@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quotaflow/billing/internal/testenv"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,11 +12,12 @@ import (
 
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/testenv"
 )
 
 // The lock on a Redis Cluster of three masters: keys of many slots, the
 // fencing script on the lock and quota keys of one merchant (no CROSSSLOT),
-// release notifications that cross nodes, and loss detection.
+// waiting, and loss detection.
 func TestCluster(t *testing.T) {
 	addrs := testenv.StartRedisCluster(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
@@ -26,8 +27,7 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder, _ := newClient(t, rdb, keys, lock.Options{})
-	noPoll := lock.Options{RetryMin: time.Hour, RetryMax: time.Hour}
-	waiter, _ := newClient(t, rdb, keys, noPoll)
+	waiter, _ := newClient(t, rdb, keys, lock.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -54,7 +54,7 @@ func TestCluster(t *testing.T) {
 
 		got := make(chan error, 1)
 		go func() {
-			l2, err := waiter.Wait(ctx, lockKey, time.Minute)
+			l2, err := waiter.Wait(ctx, []string{lockKey}, time.Minute)
 			if err == nil {
 				err = l2.Release(ctx)
 			}
@@ -70,7 +70,7 @@ func TestCluster(t *testing.T) {
 				t.Fatalf("%s: waiter: %v", m, err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: waiter not woken by the release", m)
+			t.Fatalf("%s: waiter did not get the released lock", m)
 		}
 	}
 	if len(nodes) < 2 {
@@ -78,50 +78,53 @@ func TestCluster(t *testing.T) {
 	}
 
 	// Many keys of many slots in one pipelined round trip each way: taken
-	// (one already held, so WaitMany waits for it), watched, released.
+	// (one already held, so Wait waits for it), renewed across nodes, one
+	// lost, the rest released.
 	var many []string
 	for i := range 12 {
 		many = append(many, keys.Lock(fmt.Sprintf("m-%d", i)))
 	}
+	slices.Sort(many)
 	busy, err := holder.Obtain(ctx, many[5], time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(50*time.Millisecond, func() { _ = busy.Release(context.WithoutCancel(ctx)) })
-	locks, err := waiter.WaitMany(ctx, many, 600*time.Millisecond)
-	if err != nil {
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		l, err := waiter.Wait(ctx, many, 600*time.Millisecond)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := busy.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mctx := waiter.WatchMany(ctx, locks)
-	time.Sleep(time.Second) // renewed across nodes
-	if mctx.Err() != nil {
-		t.Fatalf("WatchMany context ended: %v", context.Cause(mctx))
+	l := <-got
+	if l == nil {
+		t.FailNow()
 	}
-	for _, l := range locks {
-		if got := rdb.Get(ctx, l.Key()).Val(); got != l.Token() {
-			t.Fatalf("%s = %q, want the token", l.Key(), got)
+	time.Sleep(time.Second) // renewed across nodes
+	if l.Context().Err() != nil {
+		t.Fatalf("lock context ended: %v", context.Cause(l.Context()))
+	}
+	for _, k := range many {
+		if got := rdb.Get(ctx, k).Val(); got != l.Token() {
+			t.Fatalf("%s = %q, want the token", k, got)
 		}
 	}
-	if err := waiter.ReleaseMany(ctx, locks); err != nil {
+	if err := rdb.Del(ctx, many[7]).Err(); err != nil {
 		t.Fatal(err)
+	}
+	waitDone(t, l.Context(), 600*time.Millisecond)
+	requireLost(t, l, true)
+	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release: err = %v, want ErrNotHeld", err)
 	}
 	for _, k := range many {
 		if rdb.Exists(ctx, k).Val() != 0 {
-			t.Fatalf("%s still held after ReleaseMany", k)
+			t.Fatalf("%s still held after Release", k)
 		}
-	}
-
-	l, err := holder.Obtain(ctx, keys.Lock("m-0"), 600*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx := l.Watch(ctx)
-	if err := rdb.Del(ctx, keys.Lock("m-0")).Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitDone(t, wctx, 600*time.Millisecond)
-	requireLost(t, wctx, l, true)
-	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("Release: err = %v, want ErrNotHeld", err)
 	}
 }

@@ -93,22 +93,38 @@ func waitDone(t testing.TB, ctx context.Context, limit time.Duration) time.Durat
 	}
 }
 
-// requireLost checks that ctx was cancelled because the lock was lost, and
-// whether the lock was found not ours (rather than unrenewable in time).
-func requireLost(t testing.TB, ctx context.Context, l *lock.Lock, notHeld bool) {
+// requireLost checks that the Lock's context ended because a key was lost,
+// and whether it was found not ours (rather than unrenewable in time).
+func requireLost(t testing.TB, l *lock.Lock, notHeld bool) {
 	t.Helper()
-	cause := context.Cause(ctx)
+	cause := context.Cause(l.Context())
 	if !errors.Is(cause, lock.ErrLost) {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}
 	if got := errors.Is(cause, lock.ErrNotHeld); got != notHeld {
 		t.Fatalf("cause = %v: errors.Is(ErrNotHeld) = %v, want %v", cause, got, notHeld)
 	}
-	select {
-	case <-l.Lost():
-	default:
-		t.Fatal("Lost() not closed")
+}
+
+func lockKeys(r *testenv.Redis, merchants ...string) []string {
+	keys := make([]string, len(merchants))
+	for i, m := range merchants {
+		keys[i] = r.Keys.Lock(m)
 	}
+	return keys
+}
+
+// expiring obtains key for ttl and ends the Lock's context at once, so that
+// nothing renews it: it expires with its TTL.
+func expiring(t testing.TB, c *lock.Client, key string, ttl time.Duration) *lock.Lock {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := c.Obtain(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	return l
 }
 
 // deletePrefix deletes every key under prefix: what FLUSHALL does to a holder,

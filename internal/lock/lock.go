@@ -1,179 +1,227 @@
+// Package lock is the per-merchant Redis lock of the billing write path.
+//
+// A Lock holds one or more keys (a batch's merchants; one key is a batch of
+// one), each set with PX to the Lock's random token. Every script compares the
+// token first, so a holder never touches a key it does not hold, and the token
+// is the fencing token: a script that checks GET(key) == Token() in the same
+// call as its write cannot be run by a holder that lost the key.
+//
+// It is a single-instance Redis lock (no Redlock): a failover that loses a
+// key can let two holders overlap. Fencing and the ledger's unique constraint
+// are the floor.
 package lock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/keyspace"
 )
 
-// Lock is one acquisition of a lock key. Its methods are safe for concurrent
-// use.
-type Lock struct {
-	client *Client
-	key    string
-	token  string
+var (
+	// ErrNotObtained means a key is held by someone else. Wait wraps it
+	// together with the context's error when it gives up.
+	ErrNotObtained = errors.New("lock: not obtained")
+	// ErrNotHeld means a key is no longer ours: released, expired, deleted or
+	// taken by another holder. It was not touched.
+	ErrNotHeld = errors.New("lock: not held")
+	// ErrLost is the cause (context.Cause) of a Lock's Context that ended
+	// because a key was lost while held.
+	ErrLost = errors.New("lock: lost")
+	// ErrClosed is returned by a Client after Close.
+	ErrClosed = errors.New("lock: client closed")
+)
 
-	mu        sync.Mutex
-	ttl       time.Duration
-	renewedAt time.Time // when the last successful SET or PEXPIRE was sent
-	releasing bool      // a Release is in flight
-	released  bool
-	lostCause error                     // non-nil once the lock is known lost
-	lost      chan struct{}             // closed with lostCause
-	watchers  []context.CancelCauseFunc // contexts returned by Watch and WatchMany
-	dogs      []*watchdog               // one per Watch or WatchMany; Release waits for them
+const (
+	// Wait tries again after a jittered delay that doubles from pollMin up to
+	// pollMax. BenchmarkContention weighed it against release notifications.
+	pollMin, pollMax = time.Millisecond, 10 * time.Millisecond
+	// abandonTimeout bounds giving back the keys of a failed or abandoned try.
+	abandonTimeout = time.Second
+)
+
+// Options tune a Client. The zero value is usable.
+type Options struct {
+	// Metrics receives the lock's metrics; nil means unregistered collectors.
+	Metrics *Metrics
+	// Logger logs lost locks and Redis errors; nil means zap.NewNop().
+	Logger *zap.Logger
 }
 
-func newLock(c *Client, key, token string, ttl time.Duration, sent time.Time) *Lock {
-	return &Lock{client: c, key: key, token: token, ttl: ttl, renewedAt: sent, lost: make(chan struct{})}
+// Client obtains locks on a single Redis or a Redis Cluster.
+type Client struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	scripts scripts
+	stop    chan struct{} // closed by Close
+	close   sync.Once
 }
 
-// Key is the Redis key of the lock.
-func (l *Lock) Key() string { return l.key }
-
-// Token is the random value stored at Key while this acquisition holds the
-// lock. It is the fencing token: a script that checks
-// redis.call('GET', lockKey) == token before it writes (keys of the same
-// {merchant} hash tag) cannot be run by a holder that lost the lock.
-func (l *Lock) Token() string { return l.token }
-
-// Lost is closed when the lock is found lost while held: by the watchdog, or
-// by Refresh, TTL or Release finding it not ours. It is never closed by a
-// successful Release.
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
-
-// TTL returns the remaining time to live of the lock, or ErrNotHeld.
-func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if l.isReleased() {
-		return 0, ErrNotHeld
+// New returns a Client on rdb (keys is not used). rdb must honour context
+// deadlines (go-redis: ContextTimeoutEnabled, which dial.Redis sets): every
+// call that takes or renews a lock is bounded by the lock's expiry, and a
+// client that ignores the bound keeps waiting on a silent Redis after another
+// holder may have taken the lock.
+func New(rdb redis.UniversalClient, _ keyspace.Keyspace, opts Options) (*Client, error) {
+	if rdb == nil {
+		return nil, errors.New("lock: nil redis client")
 	}
-	ms, err := l.client.scripts.pttl.Run(ctx, l.client.rdb, []string{l.key}, l.token).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("lock: ttl %s: %w", l.key, err)
+	if opts.Metrics == nil {
+		m, err := NewMetrics(nil)
+		if err != nil {
+			return nil, err
+		}
+		opts.Metrics = m
 	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	return &Client{rdb: rdb, opts: opts, scripts: newScripts(), stop: make(chan struct{})}, nil
+}
+
+// Close makes waits in progress and later calls return ErrClosed. Locks
+// already held keep working. It does not close rdb.
+func (c *Client) Close() error {
+	c.close.Do(func() { close(c.stop) })
+	return nil
+}
+
+// Obtain tries once, in one round trip, to take the lock at key for ttl:
+// Wait without the waiting. It returns ErrNotObtained when someone else holds
+// the key.
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	l, err := c.take(ctx, []string{key}, ttl, false)
+	c.opts.Metrics.obtain.WithLabelValues(modeTry, resultOf(err)).Inc()
+	return l, err
+}
+
+// Wait takes the locks at keys (distinct) for ttl (at least 1ms, in whole
+// milliseconds), waiting while others hold some, until ctx ends. It returns
+// one Lock for all of them, or an error and holds none; when ctx ends the
+// error is both ErrNotObtained and ctx.Err().
+//
+// It takes the keys in sorted order and stops at the first one held by
+// someone else: it holds no key beyond the one it waits for, so callers whose
+// sets overlap never wait for one another in a cycle. It tries again after a
+// jittered backoff, renewing the keys it holds with each try. Uncontended it
+// costs one round trip for any number of keys (on a Cluster one per node).
+//
+// The Lock lives until Release or until ctx ends (see Lock.Context).
+func (c *Client) Wait(ctx context.Context, keys []string, ttl time.Duration) (*Lock, error) {
+	start := time.Now()
+	l, err := c.take(ctx, keys, ttl, true)
+	res := resultOf(err)
+	c.opts.Metrics.obtain.WithLabelValues(modeWait, res).Inc()
+	c.opts.Metrics.wait.WithLabelValues(res).Observe(time.Since(start).Seconds())
+	return l, err
+}
+
+func (c *Client) take(ctx context.Context, keys []string, ttl time.Duration, wait bool) (*Lock, error) {
+	sorted := slices.Sorted(slices.Values(keys))
 	switch {
-	case ms == -2:
-		l.markLost(reasonNotHeld, ErrNotHeld)
-		return 0, ErrNotHeld
-	case ms < 0:
-		return 0, fmt.Errorf("lock: ttl %s: key has no expiry", l.key)
+	case ttl < time.Millisecond:
+		return nil, fmt.Errorf("lock: ttl %v is below 1ms", ttl)
+	case len(keys) == 0 || sorted[0] == "":
+		return nil, errors.New("lock: no key, or an empty one")
+	case len(slices.Compact(slices.Clone(sorted))) != len(keys):
+		return nil, fmt.Errorf("lock: a key listed twice in %v", keys)
+	case c.closed():
+		return nil, ErrClosed
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("lock: token: %w", err)
+	}
+	token := base64.RawURLEncoding.EncodeToString(b[:])
+	retry := backoff.NewExponentialBackOff(backoff.WithInitialInterval(pollMin),
+		backoff.WithMultiplier(2), backoff.WithMaxInterval(pollMax), backoff.WithMaxElapsedTime(0))
+	for {
+		sent := time.Now()
+		n, err := c.try(ctx, sorted, token, ttl, sent)
+		if err == nil && n == len(keys) {
+			return newLock(ctx, c, keys, token, ttl, sent), nil
+		}
+		if err == nil && wait {
+			if err = c.sleep(ctx, retry.NextBackOff()); err == nil {
+				continue
+			}
+		}
+		if err != nil || n > 0 {
+			c.abandon(ctx, sorted, token)
+		}
+		if err == nil {
+			err = ErrNotObtained
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", ErrNotObtained, ctx.Err())
+		}
+		return nil, err
+	}
 }
 
-// Refresh extends the lock to ttl from now, or returns ErrNotHeld. A running
-// watchdog renews with the new ttl from then on.
-func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
-		return err
-	}
-	if l.isReleased() {
-		return ErrNotHeld
-	}
-	return l.refresh(ctx, ttl)
-}
-
-func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
-	sent := time.Now()
-	ok, err := l.client.scripts.refresh.Run(ctx, l.client.rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int64()
+// try runs obtain.lua on the keys, sorted, and returns how many of them,
+// from the first, are ours. On a Cluster each key is tried on its own, so
+// keys beyond the first one held by someone else may have been taken: they
+// are given back at once.
+func (c *Client) try(ctx context.Context, keys []string, token string, ttl time.Duration, sent time.Time) (int, error) {
+	// A reply later than the keys' expiry is worthless: they may be someone
+	// else's by then.
+	ctx, cancel := context.WithDeadline(ctx, expiry(ttl, sent))
+	defer cancel()
+	ours, err := c.eval(ctx, c.scripts.obtain, keys, token, ttl.Milliseconds())
 	if err != nil {
-		return fmt.Errorf("lock: refresh %s: %w", l.key, err)
+		return 0, fmt.Errorf("lock: obtain %s: %w", keys[0], err)
 	}
-	if ok != 1 {
-		l.markLost(reasonNotHeld, ErrNotHeld)
-		return ErrNotHeld
+	n := slices.Index(ours, 0)
+	if n < 0 {
+		return len(keys), nil
 	}
-	l.mu.Lock()
-	l.ttl, l.renewedAt = ttl, sent
-	l.mu.Unlock()
-	return nil
+	if slices.Contains(ours[n:], 1) {
+		c.abandon(ctx, keys[n:], token)
+	}
+	return n, nil
 }
 
-// Release stops the watchdog, waits for it to exit, cancels the contexts
-// returned by Watch, and then deletes the lock if it is still ours (announcing
-// the release to waiters). It returns ErrNotHeld, deleting nothing, when the
-// lock is not ours. After a Redis error the lock may still be held; it is no
-// longer renewed, so it expires within its TTL, and Release may be retried.
-func (l *Lock) Release(ctx context.Context) error {
-	dogs, ok := l.beginRelease()
-	if !ok {
-		return ErrNotHeld
+// abandon deletes those of keys that hold token, even after ctx ended: what
+// it misses expires with the TTL.
+func (c *Client) abandon(ctx context.Context, keys []string, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	if _, err := c.eval(ctx, c.scripts.release, keys, token); err != nil {
+		c.opts.Logger.Warn("lock: give back keys", zap.Strings("keys", keys), zap.Error(err))
 	}
-	for _, dog := range dogs {
-		<-dog.done
-	}
-	c := l.client
-	n, err := c.scripts.release.Run(ctx, c.rdb, []string{l.key}, l.token, c.keys.LockChannel(l.key)).Int64()
-	return l.endRelease(n, err)
 }
 
-// beginRelease marks a release in flight and cancels the watched contexts,
-// which stops the watchdogs. It returns the watchdogs to await, or false when
-// the lock is released or being released.
-func (l *Lock) beginRelease() ([]*watchdog, bool) {
-	l.mu.Lock()
-	if l.released || l.releasing {
-		l.mu.Unlock()
-		return nil, false
+// sleep waits for d, or returns ErrNotObtained when ctx ends first and
+// ErrClosed when the Client is closed.
+func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ErrNotObtained
+	case <-c.stop:
+		return ErrClosed
 	}
-	l.releasing = true
-	dogs, watchers := l.dogs, l.watchers
-	l.dogs, l.watchers = nil, nil
-	l.mu.Unlock()
-	for _, cancel := range watchers {
-		cancel(nil)
-	}
-	return dogs, true
 }
 
-// endRelease records the reply of the release script: 1 deleted, else not ours.
-func (l *Lock) endRelease(n int64, err error) error {
-	if err != nil {
-		l.mu.Lock()
-		l.releasing = false
-		l.mu.Unlock()
-		return fmt.Errorf("lock: release %s: %w", l.key, err)
-	}
-	if n != 1 {
-		l.markLost(reasonNotHeld, ErrNotHeld)
-	}
-	l.mu.Lock()
-	l.released, l.releasing = true, false
-	l.mu.Unlock()
-	if n != 1 {
-		return ErrNotHeld
-	}
-	return nil
-}
-
-func (l *Lock) isReleased() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.released
-}
-
-// markLost records the first loss of a held lock: it closes Lost, cancels the
-// watched contexts with a cause wrapping ErrLost, and counts it.
-func (l *Lock) markLost(reason string, err error) {
-	l.mu.Lock()
-	if l.released || l.lostCause != nil {
-		l.mu.Unlock()
-		return
-	}
-	cause := fmt.Errorf("%w: %s: %w", ErrLost, l.key, err)
-	l.lostCause = cause
-	watchers := l.watchers
-	l.watchers = nil
-	// Counted before anyone is told, so whoever sees the loss sees it counted.
-	l.client.opts.Metrics.lost.WithLabelValues(reason).Inc()
-	close(l.lost)
-	l.mu.Unlock()
-
-	l.client.opts.Logger.Warn("lock lost", zap.String("key", l.key), zap.String("reason", reason), zap.Error(err))
-	for _, cancel := range watchers {
-		cancel(cause)
+func (c *Client) closed() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
 	}
 }

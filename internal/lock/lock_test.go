@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaflow/billing/internal/lock"
-	"github.com/quotaflow/billing/internal/testenv"
 )
 
 func TestObtainRelease(t *testing.T) {
@@ -22,24 +22,17 @@ func TestObtainRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Key() != key || l.Token() == "" {
-		t.Fatalf("Key() = %q, Token() = %q", l.Key(), l.Token())
+	if !slices.Equal(l.Keys(), []string{key}) || l.Token() == "" {
+		t.Fatalf("Keys() = %q, Token() = %q", l.Keys(), l.Token())
 	}
 	if got := r.Client.Get(ctx, key).Val(); got != l.Token() {
 		t.Fatalf("lock value = %q, want the token %q", got, l.Token())
 	}
-	if ttl, err := l.TTL(ctx); err != nil || ttl <= 59*time.Second || ttl > time.Minute {
-		t.Fatalf("TTL() = %v, %v; want about 1m", ttl, err)
+	if ttl := r.Client.PTTL(ctx, key).Val(); ttl <= 59*time.Second || ttl > time.Minute {
+		t.Fatalf("PTTL = %v; want about 1m", ttl)
 	}
-
 	if _, err := c.Obtain(ctx, key, time.Minute); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("second Obtain: err = %v, want ErrNotObtained", err)
-	}
-	if err := l.Refresh(ctx, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if ttl := r.Client.PTTL(ctx, key).Val(); ttl <= time.Minute {
-		t.Fatalf("PTTL after Refresh(2m) = %v", ttl)
 	}
 
 	if err := l.Release(ctx); err != nil {
@@ -48,16 +41,11 @@ func TestObtainRelease(t *testing.T) {
 	if n := r.Client.Exists(ctx, key).Val(); n != 0 {
 		t.Fatal("key still exists after Release")
 	}
+	if l.Context().Err() == nil || errors.Is(context.Cause(l.Context()), lock.ErrLost) {
+		t.Fatalf("after Release: context %v, cause %v; want ended, not lost", l.Context().Err(), context.Cause(l.Context()))
+	}
 	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("second Release: err = %v, want ErrNotHeld", err)
-	}
-	if _, err := l.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("TTL after Release: err = %v, want ErrNotHeld", err)
-	}
-	select {
-	case <-l.Lost():
-		t.Fatal("Lost() closed by a successful Release")
-	default:
 	}
 
 	l2, err := c.Obtain(ctx, key, time.Minute)
@@ -81,23 +69,78 @@ func TestObtainRelease(t *testing.T) {
 	}
 }
 
-func TestObtainRejectsBadArguments(t *testing.T) {
+// One Lock of many keys, one of which is taken away: Release deletes the
+// others, names it, and leaves it alone.
+func TestReleaseManyKeysOneStolen(t *testing.T) {
+	r, c, reg := setup(t)
+	ctx := context.Background()
+	keys := lockKeys(r, "m-4", "m-1", "m-3", "m-2")
+	l, err := c.Wait(ctx, keys, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l.Keys(), keys) {
+		t.Fatalf("Keys() = %v, want %v in the order asked", l.Keys(), keys)
+	}
+	for _, k := range keys {
+		if got := r.Client.Get(ctx, k).Val(); got != l.Token() {
+			t.Fatalf("%s = %q, want the token", k, got)
+		}
+	}
+	r.Client.Set(ctx, keys[2], "someone-else", time.Minute)
+	err = l.Release(ctx)
+	if !errors.Is(err, lock.ErrNotHeld) || !strings.Contains(err.Error(), keys[2]) {
+		t.Fatalf("Release = %v, want ErrNotHeld naming %s", err, keys[2])
+	}
+	for _, k := range []string{keys[0], keys[1], keys[3]} {
+		if r.Client.Exists(ctx, k).Val() != 0 {
+			t.Fatalf("%s still exists after Release", k)
+		}
+	}
+	if got := r.Client.Get(ctx, keys[2]).Val(); got != "someone-else" {
+		t.Fatalf("stolen key = %q: Release touched it", got)
+	}
+	if got := metric(t, reg, "billing_lock_lost_total", map[string]string{"reason": "not_held"}); got != 1 {
+		t.Fatalf("lost{not_held} = %v, want 1", got)
+	}
+	if got := metric(t, reg, "billing_lock_obtain_total", map[string]string{"mode": "wait", "result": "obtained"}); got != 1 {
+		t.Fatalf("wait obtained = %v, want 1 (one acquisition of 4 keys)", got)
+	}
+}
+
+func TestRejectsBadArguments(t *testing.T) {
 	r, c, _ := setup(t)
-	tests := []struct {
+	ctx := context.Background()
+	k := r.Keys.Lock("m-1")
+	for _, tt := range []struct {
 		name string
-		key  string
+		keys []string
 		ttl  time.Duration
 	}{
-		{"empty key", "", time.Second},
-		{"zero ttl", r.Keys.Lock("m-1"), 0},
-		{"sub-millisecond ttl", r.Keys.Lock("m-1"), time.Microsecond},
-	}
-	for _, tt := range tests {
+		{"no key", nil, time.Second},
+		{"empty key", []string{k, ""}, time.Second},
+		{"key twice", []string{k, r.Keys.Lock("m-2"), k}, time.Second},
+		{"zero ttl", []string{k}, 0},
+		{"sub-millisecond ttl", []string{k}, time.Microsecond},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := c.Obtain(context.Background(), tt.key, tt.ttl); err == nil || errors.Is(err, lock.ErrNotObtained) {
-				t.Fatalf("err = %v, want a usage error", err)
+			if len(tt.keys) == 1 {
+				if _, err := c.Obtain(ctx, tt.keys[0], tt.ttl); err == nil || errors.Is(err, lock.ErrNotObtained) {
+					t.Fatalf("Obtain: err = %v, want a usage error", err)
+				}
+			}
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if _, err := c.Wait(wctx, tt.keys, tt.ttl); err == nil || errors.Is(err, lock.ErrNotObtained) {
+				t.Fatalf("Wait: err = %v, want a usage error", err)
 			}
 		})
+	}
+	if n := r.Client.Exists(ctx, k).Val(); n != 0 {
+		t.Fatal("a refused call left a lock behind")
+	}
+	if _, err := lock.New(nil, r.Keys, lock.Options{}); err == nil {
+		t.Fatal("New(nil client) succeeded")
 	}
 }
 
@@ -107,22 +150,13 @@ func TestExpiredHolderCannotTouchNewHolder(t *testing.T) {
 	ctx := context.Background()
 	key := r.Keys.Lock("m-1")
 
-	a, err := c.Obtain(ctx, key, 50*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := expiring(t, c, key, 50*time.Millisecond)
 	time.Sleep(150 * time.Millisecond)
 	b, err := c.Obtain(ctx, key, 10*time.Second)
 	if err != nil {
 		t.Fatalf("B could not take the expired lock: %v", err)
 	}
 
-	if _, err := a.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("A.TTL: err = %v, want ErrNotHeld", err)
-	}
-	if err := a.Refresh(ctx, time.Hour); !errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("A.Refresh: err = %v, want ErrNotHeld", err)
-	}
 	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("A.Release: err = %v, want ErrNotHeld", err)
 	}
@@ -132,10 +166,8 @@ func TestExpiredHolderCannotTouchNewHolder(t *testing.T) {
 	if ttl := r.Client.PTTL(ctx, key).Val(); ttl > 10*time.Second || ttl < 9*time.Second {
 		t.Fatalf("B's PTTL = %v, want B's own 10s", ttl)
 	}
-	select {
-	case <-a.Lost():
-	default:
-		t.Fatal("A.Lost() not closed")
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("A's second Release: err = %v, want ErrNotHeld", err)
 	}
 	if got := metric(t, reg, "billing_lock_lost_total", map[string]string{"reason": "not_held"}); got != 1 {
 		t.Fatalf("lost{not_held} = %v, want 1 (counted once)", got)
@@ -154,7 +186,7 @@ end
 return redis.call('HINCRBY', KEYS[2], 'remain', -tonumber(ARGV[2]))`
 
 func deduct(ctx context.Context, rdb redis.Scripter, l *lock.Lock, quotaKey string, amount int) (int64, error) {
-	return redis.NewScript(deductLua).Run(ctx, rdb, []string{l.Key(), quotaKey}, l.Token(), amount).Int64()
+	return redis.NewScript(deductLua).Run(ctx, rdb, []string{l.Keys()[0], quotaKey}, l.Token(), amount).Int64()
 }
 
 func TestFencingTokenStopsLostHolder(t *testing.T) {
@@ -165,10 +197,7 @@ func TestFencingTokenStopsLostHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a, err := c.Obtain(ctx, lockKey, 50*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := expiring(t, c, lockKey, 50*time.Millisecond)
 	if remain, err := deduct(ctx, r.Client, a, quotaKey, 10); err != nil || remain != 90 {
 		t.Fatalf("holder's deduct = %d, %v; want 90", remain, err)
 	}
@@ -185,32 +214,5 @@ func TestFencingTokenStopsLostHolder(t *testing.T) {
 	}
 	if err := b.Release(ctx); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestNewRejectsBadOptions(t *testing.T) {
-	r := testenv.NewRedis(t)
-	tests := []struct {
-		name string
-		rdb  redis.UniversalClient
-		opts lock.Options
-		ok   bool
-	}{
-		{"defaults", r.Client, lock.Options{}, true},
-		{"nil client", nil, lock.Options{}, false},
-		{"negative RetryMin", r.Client, lock.Options{RetryMin: -1}, false},
-		{"RetryMax below RetryMin", r.Client, lock.Options{RetryMin: time.Second, RetryMax: time.Millisecond}, false},
-		{"RetryMin above default max", r.Client, lock.Options{RetryMin: time.Second}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := lock.New(tt.rdb, r.Keys, tt.opts)
-			if (err == nil) != tt.ok {
-				t.Fatalf("New: err = %v, want ok = %v", err, tt.ok)
-			}
-			if c != nil {
-				_ = c.Close()
-			}
-		})
 	}
 }

@@ -1,12 +1,18 @@
--- Takes the lock: SET NX PX, made idempotent so that a command retried by the
--- client after a lost reply does not mistake our own lock for someone else's.
--- KEYS[1] lock key; ARGV[1] token; ARGV[2] TTL in milliseconds.
--- Returns 1 when the lock is ours, 0 when someone else holds it.
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return 1
+-- Takes the keys in order with one token: SET NX PX, or PEXPIRE where the key
+-- already holds the token (a retried call, or a waiter's earlier try). Stops at
+-- the first key someone else holds, so a waiter holds no key beyond it.
+-- KEYS lock keys; ARGV[1] token; ARGV[2] TTL in milliseconds.
+-- Returns 1 per key taken, in order, then 0 for the key held by someone else.
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
+    out[i] = 1
+  elseif redis.call('GET', key) == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
+    out[i] = 1
+  else
+    out[i] = 0
+    break
+  end
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
+return out

@@ -1,7 +1,11 @@
--- Extends the lock if it still holds our token.
--- KEYS[1] lock key; ARGV[1] token; ARGV[2] new TTL in milliseconds.
--- Returns 1 when extended, 0 when the lock is not ours (nothing is touched).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
+-- Extends each key that still holds our token; touches no other.
+-- KEYS lock keys; ARGV[1] token; ARGV[2] TTL in milliseconds.
+-- Returns, per key, 1 when extended, 0 when it is not ours.
+local out = {}
+for i, key in ipairs(KEYS) do
+  out[i] = 0
+  if redis.call('GET', key) == ARGV[1] then
+    out[i] = redis.call('PEXPIRE', key, ARGV[2])
+  end
 end
-return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return out

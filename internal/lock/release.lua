@@ -1,10 +1,11 @@
--- Deletes the lock if it still holds our token, and announces the release so
--- that waiters need not poll.
--- KEYS[1] lock key; ARGV[1] token; ARGV[2] release channel.
--- Returns 1 when deleted, 0 when the lock is not ours (nothing is touched).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
+-- Deletes each key that still holds our token; touches no other.
+-- KEYS lock keys; ARGV[1] token.
+-- Returns, per key, 1 when deleted, 0 when it is not ours.
+local out = {}
+for i, key in ipairs(KEYS) do
+  out[i] = 0
+  if redis.call('GET', key) == ARGV[1] then
+    out[i] = redis.call('DEL', key)
+  end
 end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], '1')
-return 1
+return out

@@ -3,15 +3,16 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -48,7 +49,7 @@ func TestWaitGivesUpWithContext(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := tt.ctx()
 			defer cancel()
-			l, err := c.Wait(ctx, key, time.Minute)
+			l, err := c.Wait(ctx, []string{key}, time.Minute)
 			if l != nil || !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, tt.want) || !errors.Is(err, ctx.Err()) {
 				t.Fatalf("Wait = %v, %v; want ErrNotObtained and %v", l, err, tt.want)
 			}
@@ -59,69 +60,14 @@ func TestWaitGivesUpWithContext(t *testing.T) {
 	}
 }
 
-// A release wakes a waiter by notification: polling is set far beyond the
-// test's patience, so only the PUBLISH can explain a quick handoff.
-func TestWaitWokenByRelease(t *testing.T) {
-	for _, shared := range []bool{true, false} {
-		name := map[bool]string{true: "same client", false: "other client"}[shared]
-		t.Run(name, func(t *testing.T) {
-			r, holder, _ := setup(t)
-			noPoll := lock.Options{RetryMin: time.Hour, RetryMax: time.Hour}
-			waiter, reg := newClient(t, r.Client, r.Keys, noPoll)
-			if shared {
-				holder = waiter
-			}
-			ctx := context.Background()
-			key := r.Keys.Lock("m-1")
-			held, err := holder.Obtain(ctx, key, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-
-			type result struct {
-				l   *lock.Lock
-				err error
-				at  time.Time
-			}
-			done := make(chan result, 1)
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			go func() {
-				l, err := waiter.Wait(wctx, key, time.Minute)
-				done <- result{l, err, time.Now()}
-			}()
-			time.Sleep(200 * time.Millisecond) // the waiter is subscribed by now
-			released := time.Now()
-			if err := held.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			res := <-done
-			if res.err != nil {
-				t.Fatal(res.err)
-			}
-			if d := res.at.Sub(released); d > 2*time.Second {
-				t.Fatalf("handoff took %v: the release notification was missed", d)
-			}
-			if err := res.l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if got := metric(t, reg, "billing_lock_obtain_total", map[string]string{"mode": "wait", "result": "obtained"}); got != 1 {
-				t.Fatalf("wait obtained = %v, want 1", got)
-			}
-		})
-	}
-}
-
-// A lock that expires is never announced: the waiter gets it by polling.
-func TestWaitPollsForExpiredLock(t *testing.T) {
+// A lock that is never released expires, and the waiter gets it then.
+func TestWaitForExpiredLock(t *testing.T) {
 	r, c, _ := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	key := r.Keys.Lock("m-1")
-	if _, err := c.Obtain(ctx, key, 200*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	l, err := c.Wait(ctx, key, time.Minute)
+	expiring(t, c, key, 200*time.Millisecond)
+	l, err := c.Wait(ctx, []string{key}, time.Minute)
 	if err != nil {
 		t.Fatalf("Wait for an expiring lock: %v", err)
 	}
@@ -140,7 +86,7 @@ func TestCloseStopsWaiters(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.Wait(ctx, key, time.Minute)
+		_, err := c.Wait(ctx, []string{key}, time.Minute)
 		errc <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -191,13 +137,10 @@ func TestMutualExclusion(t *testing.T) {
 	for i := range goroutines {
 		c := cs[i%clients]
 		g.Go(func() error {
-			for j := range perG {
-				l, err := c.Wait(gctx, key, 30*time.Second)
+			for range perG {
+				l, err := c.Wait(gctx, []string{key}, 30*time.Second)
 				if err != nil {
 					return err
-				}
-				if j%16 == 0 {
-					l.Watch(gctx) // mix the watchdog in
 				}
 				if holders.Add(1) != 1 {
 					overlaps.Add(1)
@@ -224,95 +167,157 @@ func TestMutualExclusion(t *testing.T) {
 	}
 }
 
-// The shared subscription survives a dropped connection: go-redis subscribes
-// again, and a release published while it was down is made up for by waking
-// the waiters once they are subscribed again. Polling is disabled, so only
-// notifications can hand the lock over.
-func TestWaitSurvivesDroppedSubscription(t *testing.T) {
-	s := testenv.StartRedisServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	keys, err := keyspace.New("locktest:")
+// Wait keeps the keys before the one it waits for, holds none beyond it, and
+// finishes soon after that key is released (it polls).
+func TestWaitWaitsInOrder(t *testing.T) {
+	r, c, reg := setup(t)
+	ctx := context.Background()
+	keys := lockKeys(r, "m-3", "m-1", "m-2") // taken in sorted order: m-1, m-2, m-3
+	holder, err := c.Obtain(ctx, keys[2], time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder, _ := newClient(t, rdb, keys, lock.Options{})
-	waiter, _ := newClient(t, rdb, keys, lock.Options{RetryMin: time.Hour, RetryMax: time.Hour})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	type result struct {
+		l   *lock.Lock
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := c.Wait(ctx, keys, time.Minute)
+		done <- result{l, err, time.Now()}
+	}()
 
-	for _, pause := range []time.Duration{300 * time.Millisecond, 0} {
-		key := keys.Lock("m-1")
-		held, err := holder.Obtain(ctx, key, time.Minute)
-		if err != nil {
-			t.Fatal(err)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Client.Exists(ctx, keys[1]).Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Wait never took the first key")
 		}
-		got := make(chan error, 1)
-		go func() {
-			l, err := waiter.Wait(ctx, key, time.Minute)
-			if err == nil {
-				err = l.Release(ctx)
-			}
-			got <- err
-		}()
-		time.Sleep(200 * time.Millisecond)
-		if n, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n == 0 {
-			t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v", n, err)
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // it is waiting for m-2 now
+	if n := r.Client.Exists(ctx, keys[0]).Val(); n != 0 {
+		t.Fatal("Wait holds a key beyond the one it waits for")
+	}
+	select {
+	case res := <-done:
+		t.Fatalf("Wait returned while a key was held: %v", res.err)
+	default:
+	}
+
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if d := res.at.Sub(released); d > time.Second {
+		t.Fatalf("Wait took %v after the release", d)
+	}
+	for _, k := range keys {
+		if got := r.Client.Get(ctx, k).Val(); got != res.l.Token() {
+			t.Fatalf("%s = %q, want the token", k, got)
 		}
-		time.Sleep(pause) // 0: release while the subscription is being restored
-		if err := held.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("pause %v: waiter never woken after the subscription dropped", pause)
+	}
+	if got := metric(t, reg, "billing_lock_obtain_total", map[string]string{"mode": "wait", "result": "obtained"}); got != 1 {
+		t.Fatalf("wait obtained = %v, want 1", got)
+	}
+	if err := res.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWaitGivesUpAndHoldsNothing(t *testing.T) {
+	r, c, _ := setup(t)
+	keys := lockKeys(r, "m-1", "m-2", "m-3")
+	holder, err := c.Obtain(context.Background(), keys[1], time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	l, err := c.Wait(ctx, keys, time.Minute)
+	if l != nil || !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait = %v, %v; want ErrNotObtained and DeadlineExceeded", l, err)
+	}
+	for _, k := range []string{keys[0], keys[2]} {
+		if n := r.Client.Exists(context.Background(), k).Val(); n != 0 {
+			t.Fatalf("%s is still held after Wait gave up", k)
 		}
 	}
 }
 
-// With polling disabled, notifications alone must hand the lock over every
-// time, among waiters of one Client (where a release wakes only one of them),
-// also while some waiters give up. A stranded waiter fails the test at the
-// deadline. (TestNotifierWakesOneAndPassesOn checks the hand-on itself.)
-func TestNotificationsAloneHandOver(t *testing.T) {
+// Callers wanting overlapping sets of keys, in any order, with one Wait for
+// the set or one Wait per key in sorted order, never deadlock and never hold
+// a key at the same time.
+func TestWaitOverlappingSets(t *testing.T) {
 	r := testenv.NewRedis(t)
-	noPoll := lock.Options{RetryMin: time.Hour, RetryMax: time.Hour}
-	const goroutines, clients, perG = 16, 1, 100
-	var cs [clients]*lock.Client
-	for i := range cs {
-		cs[i], _ = newClient(t, r.Client, r.Keys, noPoll)
+	const goroutines, rounds, nkeys = 16, 100, 8
+	clients := make([]*lock.Client, 4)
+	for i := range clients {
+		clients[i], _ = newClient(t, r.Client, r.Keys, lock.Options{})
 	}
-	key := r.Keys.Lock("m-hot")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	all := make([]string, nkeys)
+	for i := range all {
+		all[i] = r.Keys.Lock(fmt.Sprintf("m-%d", i))
+	}
+	var holders [nkeys]atomic.Int32
+	var overlaps atomic.Int32
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range goroutines {
-		c := cs[i%clients]
+		c := clients[i%len(clients)]
 		g.Go(func() error {
-			for j := range perG {
-				if i%4 == 0 && j%10 == 0 {
-					// A waiter that gives up must pass its wake-up on.
-					short, cancel := context.WithTimeout(gctx, time.Millisecond)
-					l, err := c.Wait(short, key, time.Minute)
-					cancel()
-					if err == nil {
-						if err := l.Release(gctx); err != nil {
-							return err
-						}
-					} else if !errors.Is(err, lock.ErrNotObtained) {
-						return err
+			for range rounds {
+				var pick []int
+				for k := range nkeys {
+					if rand.IntN(3) == 0 {
+						pick = append(pick, k)
 					}
 				}
-				l, err := c.Wait(gctx, key, time.Minute)
-				if err != nil {
-					return err
+				if len(pick) == 0 {
+					continue
 				}
-				if err := l.Release(gctx); err != nil {
-					return err
+				rand.Shuffle(len(pick), func(a, b int) { pick[a], pick[b] = pick[b], pick[a] })
+				keys := make([]string, len(pick))
+				for j, k := range pick {
+					keys[j] = all[k]
+				}
+				var locks []*lock.Lock
+				if i%4 == 3 { // one key after another, in sorted order
+					slices.Sort(keys)
+					for _, k := range keys {
+						l, err := c.Wait(gctx, []string{k}, 30*time.Second)
+						if err != nil {
+							return err
+						}
+						locks = append(locks, l)
+					}
+				} else {
+					l, err := c.Wait(gctx, keys, 30*time.Second)
+					if err != nil {
+						return err
+					}
+					locks = append(locks, l)
+				}
+				for _, k := range pick {
+					if holders[k].Add(1) != 1 {
+						overlaps.Add(1)
+					}
+				}
+				runtime.Gosched()
+				for _, k := range pick {
+					holders[k].Add(-1)
+				}
+				for _, l := range locks {
+					if err := l.Release(gctx); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
@@ -320,5 +325,8 @@ func TestNotificationsAloneHandOver(t *testing.T) {
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping holders", n)
 	}
 }

@@ -2,134 +2,159 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 )
 
-// watchdog is a renewal goroutine, owned like an etcd session's keep-alive:
-// it is stopped by cancelling its context and closes done when it has exited.
-type watchdog struct {
-	done chan struct{}
+// Lock is one acquisition of one or more keys. A watchdog goroutine, owned
+// like an etcd session's keep-alive, renews every key every TTL/3 with the
+// token-checked script until the Lock's Context ends; Release waits for it.
+//
+// Context ends on Release, when the ctx the Lock was obtained with ends (the
+// keys then expire within the TTL), and when a key is lost: found not ours by
+// a renewal (so within TTL/3 plus one round trip), or not renewed before it
+// would expire. Each renewal is bounded by that expiry (TTL after the last
+// successful renewal was sent, less a drift allowance), and Redis errors are
+// retried with backoff until then, so the holder knows before Redis could let
+// another holder in.
+type Lock struct {
+	c     *Client
+	keys  []string
+	token string
+	ttl   time.Duration
+
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	done      chan struct{} // closed when the watchdog has exited
+	renewedAt time.Time     // when the last successful obtain or renewal was sent
+	lost      bool          // set by the watchdog, then (once done is closed) by Release
+
+	mu       sync.Mutex
+	released bool // a Release succeeded or is in flight
 }
 
-// Watch starts a watchdog, which renews the lock every TTL/3 with the
-// token-checked script, and returns a context derived from ctx that is
-// cancelled when the lock is lost (cause: an error wrapping ErrLost), when
-// Release is called, or when ctx ends. Do the work that needs the lock under
-// the returned context.
-//
-// The watchdog exits when that context ends (Release waits for it). A loss is
-// noticed at the next renewal, so within TTL/3 plus one round trip. Each
-// renewal is bounded by the lock's expiry (TTL after the last successful
-// renewal was sent, minus a small allowance for clock drift), and transient
-// Redis errors are retried with backoff until then; a lock not renewed by
-// then counts as lost, before Redis would let another holder take it.
-//
-// Each call starts its own watchdog, so a lock watched twice stays renewed
-// while either context lives, and each context ends on its own ctx, on loss
-// and on Release, whatever becomes of the other. (Both renew: watch once per
-// acquisition where you can.) After Release, or once the lock is lost, Watch
-// returns a cancelled context.
-func (l *Lock) Watch(ctx context.Context) context.Context {
-	wctx, cancel := context.WithCancelCause(ctx)
+func newLock(ctx context.Context, c *Client, keys []string, token string, ttl time.Duration, sent time.Time) *Lock {
+	l := &Lock{c: c, keys: slices.Clone(keys), token: token, ttl: ttl, renewedAt: sent, done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(ctx)
+	go l.watch()
+	return l
+}
+
+// Keys are the Lock's keys, in the order they were asked for.
+func (l *Lock) Keys() []string { return slices.Clone(l.keys) }
+
+// Token is the random value of every key while this Lock holds it: the
+// fencing token.
+func (l *Lock) Token() string { return l.token }
+
+// Context is the context to do the locked work under: it ends when the Lock
+// is lost (cause: an error wrapping ErrLost, naming the key), released, or
+// no longer renewed.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// Release stops the watchdog, waits for it to exit (which ends Context), and
+// deletes every key that is still ours in one round trip. It returns
+// ErrNotHeld, deleting the others, when a key was not ours. After a Redis
+// error keys may still be held; they are no longer renewed, so they expire
+// within the TTL, and Release may be retried.
+func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.lostCause != nil:
-		cancel(l.lostCause)
-		return wctx
-	case l.released || l.releasing:
-		cancel(ErrNotHeld)
-		return wctx
+	if l.released {
+		l.mu.Unlock()
+		return ErrNotHeld
 	}
-	l.watchers = append(l.watchers, cancel)
-	dog := &watchdog{done: make(chan struct{})}
-	l.addDog(dog)
-	go l.watch(wctx, dog.done)
-	return wctx
-}
-
-// addDog records a watchdog for Release to wait for, forgetting those that
-// have exited. The caller holds l.mu.
-func (l *Lock) addDog(dog *watchdog) {
-	l.dogs = append(slices.DeleteFunc(l.dogs, (*watchdog).exited), dog)
-}
-
-func (w *watchdog) exited() bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
+	l.released = true
+	l.mu.Unlock()
+	l.cancel(nil)
+	<-l.done
+	ours, err := l.c.eval(ctx, l.c.scripts.release, l.keys, l.token)
+	if err != nil {
+		l.mu.Lock()
+		l.released = false
+		l.mu.Unlock()
+		return fmt.Errorf("lock: release %s: %w", l.keys[0], err)
 	}
+	if i := slices.Index(ours, 0); i >= 0 {
+		err := fmt.Errorf("lock: release %s: %w", l.keys[i], ErrNotHeld)
+		l.lose(reasonNotHeld, err)
+		return err
+	}
+	return nil
 }
 
-func (l *Lock) watch(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	ttl, renewedAt := l.lease()
-	timer := time.NewTimer(time.Until(renewedAt.Add(ttl / 3)))
+func (l *Lock) watch() {
+	defer close(l.done)
+	retry := backoff.NewExponentialBackOff(backoff.WithInitialInterval(10*time.Millisecond),
+		backoff.WithMultiplier(2), backoff.WithMaxInterval(max(l.ttl/9, 10*time.Millisecond)), backoff.WithMaxElapsedTime(0))
+	timer := time.NewTimer(time.Until(l.renewedAt.Add(l.ttl / 3)))
 	defer timer.Stop()
-	var retry backoff
 	for {
 		select {
-		case <-ctx.Done():
+		case <-l.ctx.Done():
 			return
 		case <-timer.C:
 		}
-		err := l.renew(ctx)
+		err := l.renew()
 		switch {
+		case l.ctx.Err() != nil:
+			return // stopped, or renew found a key lost
 		case err == nil:
-			retry.reset()
-			ttl, renewedAt = l.lease()
-			timer.Reset(time.Until(renewedAt.Add(ttl / 3)))
+			retry.Reset()
+			timer.Reset(time.Until(l.renewedAt.Add(l.ttl / 3)))
 			continue
-		case errors.Is(err, ErrNotHeld), ctx.Err() != nil:
-			return // renew marked the lock lost, or we were stopped
 		}
-		l.client.opts.Metrics.renewErrors.Inc()
-		left := time.Until(l.deadline())
+		l.c.opts.Metrics.renewErrors.Inc()
+		left := time.Until(expiry(l.ttl, l.renewedAt))
 		if left <= 0 {
-			l.markLost(reasonExpired, fmt.Errorf("not renewed before expiry: %w", err))
+			l.lose(reasonExpired, fmt.Errorf("not renewed before expiry: %w", err))
 			return
 		}
-		ttl, _ = l.lease()
-		retry.min, retry.max = 10*time.Millisecond, max(ttl/9, 10*time.Millisecond)
-		l.client.opts.Logger.Warn("lock renew failed, retrying",
-			zap.String("key", l.key), zap.Duration("left", left), zap.Error(err))
-		timer.Reset(min(retry.delay(), left))
+		l.c.opts.Logger.Warn("lock renew failed, retrying",
+			zap.Strings("keys", l.keys), zap.Duration("left", left), zap.Error(err))
+		timer.Reset(min(retry.NextBackOff(), left))
 	}
 }
 
-// renew refreshes the lock with its current TTL, giving up when the lock would
-// have expired anyway.
-func (l *Lock) renew(ctx context.Context) error {
-	ttl, _ := l.lease()
-	rctx, cancel := context.WithDeadline(ctx, l.deadline())
+// renew extends every key, giving up when they would have expired anyway.
+func (l *Lock) renew() error {
+	ctx, cancel := context.WithDeadline(l.ctx, expiry(l.ttl, l.renewedAt))
 	defer cancel()
-	return l.refresh(rctx, ttl)
+	sent := time.Now()
+	ours, err := l.c.eval(ctx, l.c.scripts.refresh, l.keys, l.token, l.ttl.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("lock: refresh %s: %w", l.keys[0], err)
+	}
+	if i := slices.Index(ours, 0); i >= 0 {
+		l.lose(reasonNotHeld, fmt.Errorf("%s: %w", l.keys[i], ErrNotHeld))
+		return ErrNotHeld
+	}
+	l.renewedAt = sent
+	return nil
 }
 
-func (l *Lock) lease() (time.Duration, time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl, l.renewedAt
+// lose records the first loss of a held key: it counts it (before anyone is
+// told, so whoever sees the loss sees it counted), logs it, and ends Context
+// with a cause wrapping ErrLost.
+func (l *Lock) lose(reason string, err error) {
+	if l.lost {
+		return
+	}
+	l.lost = true
+	l.c.opts.Metrics.lost.WithLabelValues(reason).Inc()
+	l.c.opts.Logger.Warn("lock lost", zap.Strings("keys", l.keys), zap.String("reason", reason), zap.Error(err))
+	l.cancel(fmt.Errorf("%w: %w", ErrLost, err))
 }
 
-// deadline is when the lock must be assumed expired (see expiry).
-func (l *Lock) deadline() time.Time {
-	return expiry(l.lease())
-}
-
-// expiry is when a lock set or renewed for ttl by a call sent at sent must be
-// assumed expired: Redis expires it ttl after it ran the call, so no earlier
-// than sent+ttl by its clock; 1% and 2ms (as Redlock) allow for drift between
-// this clock and Redis's. A call that guards a lock is bounded by it: a reply
-// later than that is worthless (the go-redis client must honour context
-// deadlines, see dial.Redis).
+// expiry is when keys set or renewed for ttl by a call sent at sent must be
+// assumed expired: Redis expires them ttl after it ran the call, so no
+// earlier than sent+ttl by its clock; 1% and 2ms (as Redlock) allow for drift
+// between this clock and Redis's. A call that guards a lock is bounded by it:
+// a reply later than that is worthless.
 func expiry(ttl time.Duration, sent time.Time) time.Time {
 	return sent.Add(ttl - ttl/100 - 2*time.Millisecond)
 }

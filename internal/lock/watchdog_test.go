@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,35 +20,33 @@ import (
 func TestWatchdogKeepsLock(t *testing.T) {
 	r, c, reg := setup(t)
 	ctx := context.Background()
-	key := r.Keys.Lock("m-1")
-	l, err := c.Obtain(ctx, key, 300*time.Millisecond)
+	before := goleak.IgnoreCurrent()
+	l, err := c.Wait(ctx, lockKeys(r, "m-1", "m-2", "m-3"), 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx := l.Watch(ctx)
 	time.Sleep(time.Second) // more than three TTLs
-	if wctx.Err() != nil {
-		t.Fatalf("watched context ended: %v", context.Cause(wctx))
+	if l.Context().Err() != nil {
+		t.Fatalf("lock context ended: %v", context.Cause(l.Context()))
 	}
-	if got := r.Client.Get(ctx, key).Val(); got != l.Token() {
-		t.Fatalf("lock value = %q after 3 TTLs, want our token", got)
+	for _, k := range l.Keys() {
+		if got := r.Client.Get(ctx, k).Val(); got != l.Token() {
+			t.Fatalf("%s = %q after 3 TTLs, want our token", k, got)
+		}
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if wctx.Err() == nil || errors.Is(context.Cause(wctx), lock.ErrLost) {
-		t.Fatalf("after Release: ctx err = %v, cause = %v; want cancelled, not lost", wctx.Err(), context.Cause(wctx))
-	}
+	goleak.VerifyNone(t, before) // Release waited for the watchdog
 	if got := metric(t, reg, "billing_lock_lost_total", nil); got != 0 {
 		t.Fatalf("lost = %v, want 0", got)
 	}
-	if w2 := l.Watch(ctx); w2.Err() == nil {
-		t.Fatal("Watch after Release returned a live context")
-	}
 }
 
-// Whatever takes the key away, the holder's context is cancelled at the next
-// renewal: within TTL/3 plus a round trip, well before the TTL ran out.
+// Whatever takes a key away, the Lock's context is cancelled at the next
+// renewal, naming the key: within TTL/3 plus a round trip, well before the
+// TTL ran out. Nothing of the other holder's is touched; the other keys are
+// released.
 func TestWatchdogDetectsLoss(t *testing.T) {
 	const ttl = 900 * time.Millisecond
 	tests := []struct {
@@ -71,19 +70,25 @@ func TestWatchdogDetectsLoss(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, c, reg := setup(t)
 			ctx := context.Background()
-			key := r.Keys.Lock("m-1")
-			l, err := c.Obtain(ctx, key, ttl)
+			keys := lockKeys(r, "m-1", "m-2", "m-3")
+			l, err := c.Wait(ctx, keys, ttl)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wctx := l.Watch(ctx)
 			time.Sleep(ttl / 2) // at least one renewal done
-			tt.steal(t, r, key)
-			took := waitDone(t, wctx, ttl)
-			requireLost(t, wctx, l, true)
-			t.Logf("lost noticed after %v (TTL/3 = %v)", took, ttl/3)
+			tt.steal(t, r, keys[1])
+			took := waitDone(t, l.Context(), ttl)
+			requireLost(t, l, true)
+			t.Logf("lost noticed after %v (TTL/3 = %v): %v", took, ttl/3, context.Cause(l.Context()))
 			if took > ttl/3+300*time.Millisecond {
 				t.Fatalf("loss noticed after %v, want within TTL/3 + a round trip", took)
+			}
+			named := keys[1]
+			if tt.name == "all keys wiped" {
+				named = keys[0] // the first key found gone
+			}
+			if cause := context.Cause(l.Context()).Error(); !strings.Contains(cause, named) {
+				t.Fatalf("cause %q does not name %s", cause, named)
 			}
 			if got := metric(t, reg, "billing_lock_lost_total", map[string]string{"reason": "not_held"}); got != 1 {
 				t.Fatalf("lost{not_held} = %v, want 1", got)
@@ -91,11 +96,16 @@ func TestWatchdogDetectsLoss(t *testing.T) {
 			if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
 				t.Fatalf("Release of a lost lock: err = %v, want ErrNotHeld", err)
 			}
+			for _, k := range []string{keys[0], keys[2]} {
+				if r.Client.Exists(ctx, k).Val() != 0 {
+					t.Fatalf("%s still held after Release", k)
+				}
+			}
 			if tt.other {
-				if got := r.Client.Get(ctx, key).Val(); got != "someone-else" {
+				if got := r.Client.Get(ctx, keys[1]).Val(); got != "someone-else" {
 					t.Fatalf("other holder's value = %q: Release touched it", got)
 				}
-				if ttl := r.Client.PTTL(ctx, key).Val(); ttl < 50*time.Second {
+				if ttl := r.Client.PTTL(ctx, keys[1]).Val(); ttl < 50*time.Second {
 					t.Fatalf("other holder's PTTL = %v: the watchdog touched it", ttl)
 				}
 			}
@@ -108,17 +118,19 @@ func TestWatchdogStopsWithContext(t *testing.T) {
 	ctx := context.Background()
 	key := r.Keys.Lock("m-1")
 	const ttl = 300 * time.Millisecond
-	l, err := c.Obtain(ctx, key, ttl)
+	before := goleak.IgnoreCurrent()
+	pctx, cancel := context.WithCancel(ctx)
+	l, err := c.Obtain(pctx, key, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := goleak.IgnoreCurrent()
-	pctx, cancel := context.WithCancel(ctx)
-	wctx := l.Watch(pctx)
 	cancel()
-	waitDone(t, wctx, time.Second)
-	goleak.VerifyNone(t, before) // the watchdog goroutine has exited
+	waitDone(t, l.Context(), time.Second)
+	if errors.Is(context.Cause(l.Context()), lock.ErrLost) {
+		t.Fatalf("cause = %v, want the caller's cancel, not a loss", context.Cause(l.Context()))
+	}
 	time.Sleep(2 * ttl)
+	goleak.VerifyNone(t, before) // the watchdog goroutine has exited
 	if n := r.Client.Exists(ctx, key).Val(); n != 0 {
 		t.Fatal("lock still renewed after its context was cancelled")
 	}
@@ -127,14 +139,12 @@ func TestWatchdogStopsWithContext(t *testing.T) {
 	}
 }
 
-// failingHook makes the lock's scripts fail as if the connection broke.
-type failingHook struct{ on atomic.Bool }
+// failingScripts makes scripts fail as if the connection broke, whether sent
+// alone (a single Redis) or pipelined (a Cluster).
+type failingScripts struct{ on atomic.Bool }
 
-func (h *failingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *failingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *failingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *failingScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failingScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if h.on.Load() && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
 			err := errors.New("injected: connection reset by peer")
@@ -144,34 +154,47 @@ func (h *failingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return next(ctx, cmd)
 	}
 }
+func (h *failingScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.on.Load() {
+			err := errors.New("injected: connection reset by peer")
+			for _, cmd := range cmds {
+				cmd.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
 
 // Renewal errors shorter than the TTL are retried and the lock survives.
 func TestWatchdogRetriesTransientErrors(t *testing.T) {
 	r := testenv.NewRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	hook := &failingHook{}
+	hook := &failingScripts{}
 	rdb.AddHook(hook)
 	c, reg := newClient(t, rdb, r.Keys, lock.Options{})
 	ctx := context.Background()
 	const ttl = 900 * time.Millisecond
-	l, err := c.Obtain(ctx, r.Keys.Lock("m-1"), ttl)
+	l, err := c.Wait(ctx, lockKeys(r, "m-1", "m-2"), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hook.on.Store(true)
-	wctx := l.Watch(ctx)
 	time.Sleep(ttl / 2) // the first renewal (at TTL/3) and some retries fail
 	hook.on.Store(false)
 	time.Sleep(ttl)
-	if wctx.Err() != nil {
-		t.Fatalf("lock lost on transient errors: %v", context.Cause(wctx))
+	if l.Context().Err() != nil {
+		t.Fatalf("lock lost on transient errors: %v", context.Cause(l.Context()))
 	}
 	if got := metric(t, reg, "billing_lock_renew_errors_total", nil); got < 1 {
 		t.Fatalf("renew errors = %v, want >= 1", got)
 	}
-	if left, err := l.TTL(ctx); err != nil || left < ttl/3 {
-		t.Fatalf("TTL = %v, %v; want renewed", left, err)
+	for _, k := range l.Keys() {
+		if left := r.Client.PTTL(ctx, k).Val(); left < ttl/3 {
+			t.Fatalf("%s PTTL = %v; want renewed", k, left)
+		}
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -202,13 +225,12 @@ func TestWatchdogDetectsRedisRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx := l.Watch(ctx)
 	time.Sleep(ttl / 2)
 	s.Kill()
 	s.Start()
-	took := waitDone(t, wctx, 2*ttl)
+	took := waitDone(t, l.Context(), 2*ttl)
 	t.Logf("lost noticed %v after the restart (TTL/3 = %v)", took, ttl/3)
-	requireLost(t, wctx, l, true)
+	requireLost(t, l, true)
 	if took > ttl/3+500*time.Millisecond {
 		t.Fatalf("loss noticed %v after the restart, want within TTL/3 + a round trip", took)
 	}
@@ -220,23 +242,22 @@ func TestWatchdogDetectsRedisRestart(t *testing.T) {
 	}
 }
 
-// Redis gone for longer than the TTL: renewals are retried until the lock
+// Redis gone for longer than the TTL: renewals are retried until the keys
 // would have expired, then the holder's context is cancelled.
 func TestWatchdogGivesUpWhenRedisStaysDown(t *testing.T) {
 	s, c, keys, reg := ownRedis(t)
 	ctx := context.Background()
 	const ttl = 900 * time.Millisecond
-	l, err := c.Obtain(ctx, keys.Lock("m-1"), ttl)
+	l, err := c.Wait(ctx, []string{keys.Lock("m-1"), keys.Lock("m-2")}, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx := l.Watch(ctx)
 	time.Sleep(ttl / 2) // one renewal at TTL/3 succeeded
 	s.Kill()
-	took := waitDone(t, wctx, 3*ttl)
-	requireLost(t, wctx, l, false)
-	t.Logf("lost %v after the kill; cause: %v", took, context.Cause(wctx))
-	// The last good renewal was sent before the kill, so the lock expires less
+	took := waitDone(t, l.Context(), 3*ttl)
+	requireLost(t, l, false)
+	t.Logf("lost %v after the kill; cause: %v", took, context.Cause(l.Context()))
+	// The last good renewal was sent before the kill, so the keys expire less
 	// than a TTL after it; the holder must know by then (plus scheduling slack).
 	if took > ttl+200*time.Millisecond {
 		t.Fatalf("lost %v after the kill: later than the lock's expiry", took)
@@ -252,8 +273,8 @@ func TestWatchdogGivesUpWhenRedisStaysDown(t *testing.T) {
 	}
 }
 
-// 10k obtain/watch/release cycles, half of them through Wait under
-// contention, leave no goroutine behind once the Client is closed.
+// 10k obtain/release cycles, contended, through Wait and Obtain, leave no
+// goroutine behind.
 func TestNoGoroutineLeak(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	r := testenv.NewRedis(t)
@@ -263,18 +284,25 @@ func TestNoGoroutineLeak(t *testing.T) {
 	}
 	ctx := context.Background()
 	const cycles = 10000
-	key := r.Keys.Lock("m-1")
+	keys := lockKeys(r, "m-1", "m-2")
 	errc := make(chan error, 2)
-	for range 2 {
+	for g := range 2 {
 		go func() {
-			for range cycles / 2 {
-				l, err := c.Wait(ctx, key, 10*time.Second)
-				if err != nil {
-					errc <- err
-					return
+			for i := range cycles / 2 {
+				var l *lock.Lock
+				var err error
+				if g == 0 && i%2 == 0 {
+					l, err = c.Obtain(ctx, keys[0], 10*time.Second)
+				} else {
+					l, err = c.Wait(ctx, keys, 10*time.Second)
 				}
-				l.Watch(ctx)
-				if err := l.Release(ctx); err != nil {
+				if errors.Is(err, lock.ErrNotObtained) {
+					continue
+				}
+				if err == nil {
+					err = l.Release(ctx)
+				}
+				if err != nil {
 					errc <- err
 					return
 				}
