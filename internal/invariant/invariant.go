@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -20,6 +19,8 @@ import (
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // Produced is what went into the topic, as the producer knows it.
@@ -82,20 +83,6 @@ func (r *Report) String() string {
 	return b.String()
 }
 
-type ledgerRow struct {
-	EventID      string
-	MerchantID   string
-	Kind         string
-	Amount       int64
-	BalanceAfter *int64
-}
-
-type balanceRow struct {
-	MerchantID string
-	Credited   int64
-	Debited    int64
-}
-
 // Check verifies every invariant.
 func Check(ctx context.Context, p Produced, s State) (*Report, error) {
 	r := &Report{Checked: map[string]int{}}
@@ -116,24 +103,24 @@ func Check(ctx context.Context, p Produced, s State) (*Report, error) {
 	return r, nil
 }
 
-func loadLedger(ctx context.Context, db *gorm.DB) (map[string]ledgerRow, error) {
-	var rows []ledgerRow
+func loadLedger(ctx context.Context, db *gorm.DB) (map[string]ledger.Row, error) {
+	var rows []ledger.Row
 	if err := db.WithContext(ctx).Raw("SELECT event_id, merchant_id, kind, amount, balance_after FROM quota_ledger").Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("invariant: read ledger: %w", err)
 	}
-	out := make(map[string]ledgerRow, len(rows))
+	out := make(map[string]ledger.Row, len(rows))
 	for _, row := range rows {
 		out[row.EventID] = row // event_id is UNIQUE: no collision possible
 	}
 	return out, nil
 }
 
-func loadBalances(ctx context.Context, db *gorm.DB) (map[string]balanceRow, error) {
-	var rows []balanceRow
+func loadBalances(ctx context.Context, db *gorm.DB) (map[string]ledger.Balance, error) {
+	var rows []ledger.Balance
 	if err := db.WithContext(ctx).Raw("SELECT merchant_id, credited, debited FROM merchant_balance").Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("invariant: read balances: %w", err)
 	}
-	out := make(map[string]balanceRow, len(rows))
+	out := make(map[string]ledger.Balance, len(rows))
 	for _, b := range rows {
 		out[b.MerchantID] = b
 	}
@@ -142,7 +129,7 @@ func loadBalances(ctx context.Context, db *gorm.DB) (map[string]balanceRow, erro
 
 // checkEvents: each valid unique event has exactly one ledger row that matches
 // it, and no debit or rejection exists without its event.
-func checkEvents(r *Report, p Produced, rows map[string]ledgerRow) {
+func checkEvents(r *Report, p Produced, rows map[string]ledger.Row) {
 	first := map[string]event.PaymentSucceeded{}
 	for _, e := range p.Valid {
 		if _, seen := first[e.EventID]; !seen {
@@ -155,41 +142,38 @@ func checkEvents(r *Report, p Produced, rows map[string]ledgerRow) {
 		switch {
 		case !ok:
 			r.fail("event %s (merchant %s, amount %d) has no ledger row: lost", id, e.MerchantID, e.Amount)
-		case row.Kind != "debit" && row.Kind != "rejected":
+		case row.Kind != ledger.KindDebit && row.Kind != ledger.KindRejected:
 			r.fail("event %s recorded as %s", id, row.Kind)
 		case row.MerchantID != e.MerchantID || row.Amount != e.Amount:
 			r.fail("event %s recorded for %s/%d, produced for %s/%d", id, row.MerchantID, row.Amount, e.MerchantID, e.Amount)
 		}
 	}
 	for id, row := range rows {
-		if row.Kind == "credit" {
+		if row.Kind == ledger.KindCredit {
 			continue
 		}
-		r.Checked["ledger "+row.Kind+" rows"]++
+		r.Checked["ledger "+string(row.Kind)+" rows"]++
 		if _, ok := first[id]; !ok {
 			r.fail("ledger %s row %s (merchant %s) has no produced event", row.Kind, id, row.MerchantID)
 		}
-		if row.Kind == "debit" && row.BalanceAfter != nil && *row.BalanceAfter < 0 {
+		if row.Kind == ledger.KindDebit && row.BalanceAfter != nil && *row.BalanceAfter < 0 {
 			r.fail("debit %s left merchant %s at %d", id, row.MerchantID, *row.BalanceAfter)
 		}
 	}
 }
 
 // checkBalances: merchant_balance equals the ledger sums and is never negative.
-func checkBalances(r *Report, rows map[string]ledgerRow, balances map[string]balanceRow) {
-	sums := map[string]*balanceRow{}
+func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]ledger.Balance) {
+	sums := map[string]ledger.Balance{}
 	for _, row := range rows {
 		s := sums[row.MerchantID]
-		if s == nil {
-			s = &balanceRow{MerchantID: row.MerchantID}
-			sums[row.MerchantID] = s
-		}
 		switch row.Kind {
-		case "credit":
+		case ledger.KindCredit:
 			s.Credited += row.Amount
-		case "debit":
+		case ledger.KindDebit:
 			s.Debited += row.Amount
 		}
+		sums[row.MerchantID] = s
 	}
 	r.Checked["merchants"] = len(balances)
 	for m, b := range balances {
@@ -197,9 +181,6 @@ func checkBalances(r *Report, rows map[string]ledgerRow, balances map[string]bal
 			r.fail("merchant %s overdrawn: credited %d, debited %d", m, b.Credited, b.Debited)
 		}
 		s := sums[m]
-		if s == nil {
-			s = &balanceRow{}
-		}
 		if s.Credited != b.Credited || s.Debited != b.Debited {
 			r.fail("merchant %s balance row %d/%d != ledger sums %d/%d", m, b.Credited, b.Debited, s.Credited, s.Debited)
 		}
@@ -213,7 +194,7 @@ func checkBalances(r *Report, rows map[string]ledgerRow, balances map[string]bal
 
 // checkRedis: no loaded merchant's remain is negative; once settled, every
 // loaded merchant's remain equals credited - debited and nothing is pending.
-func checkRedis(ctx context.Context, r *Report, s State, balances map[string]balanceRow) error {
+func checkRedis(ctx context.Context, r *Report, s State, balances map[string]ledger.Balance) error {
 	if s.Redis == nil {
 		return nil
 	}
@@ -222,46 +203,36 @@ func checkRedis(ctx context.Context, r *Report, s State, balances map[string]bal
 		merchants = append(merchants, m)
 	}
 	sort.Strings(merchants)
-	const page = 500
-	for i := 0; i < len(merchants); i += page {
-		chunk := merchants[i:min(i+page, len(merchants))]
-		cmds := make([]*redis.MapStringStringCmd, len(chunk))
-		_, err := s.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for j, m := range chunk {
-				cmds[j] = p.HGetAll(ctx, s.Keys.Quota(m))
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("invariant: read redis: %w", err)
+	keys := make([]string, len(merchants))
+	for i, m := range merchants {
+		keys[i] = s.Keys.Quota(m)
+	}
+	hashes, err := quota.Read(ctx, s.Redis, keys)
+	if err != nil {
+		return fmt.Errorf("invariant: %w", err)
+	}
+	for i, m := range merchants {
+		if len(hashes[i]) == 0 {
+			r.Checked["redis keys not loaded"]++
+			continue // not loaded: the worker hydrates from MySQL on demand
 		}
-		for j, m := range chunk {
-			h := cmds[j].Val()
-			if len(h) == 0 {
-				r.Checked["redis keys not loaded"]++
-				continue // not loaded: the worker hydrates from MySQL on demand
-			}
-			r.Checked["redis keys read"]++
-			b := balances[m]
-			remain, err := strconv.ParseInt(h["remain"], 10, 64)
-			if err != nil {
-				r.fail("merchant %s redis remain %q unreadable", m, h["remain"])
-				continue
-			}
-			if remain < 0 {
-				r.fail("merchant %s redis remain %d is negative", m, remain)
-			}
-			if !s.RedisSettled {
-				continue // in-flight p: deductions may still hold part of the balance
-			}
-			if want := b.Credited - b.Debited; remain != want {
-				r.fail("merchant %s redis remain %d != credited-debited %d", m, remain, want)
-			}
-			for f := range h {
-				if strings.HasPrefix(f, "p:") {
-					r.fail("merchant %s still has pending %s", m, f)
-				}
-			}
+		r.Checked["redis keys read"]++
+		q, err := quota.Parse(hashes[i])
+		if err != nil || !q.Exists {
+			r.fail("merchant %s redis hash %v unreadable: %v", m, hashes[i], err)
+			continue
+		}
+		if q.Remain < 0 {
+			r.fail("merchant %s redis remain %d is negative", m, q.Remain)
+		}
+		if !s.RedisSettled {
+			continue // in-flight p: deductions may still hold part of the balance
+		}
+		if want := balances[m].Available(); q.Remain != want {
+			r.fail("merchant %s redis remain %d != credited-debited %d", m, q.Remain, want)
+		}
+		for _, p := range q.Pending {
+			r.fail("merchant %s still has pending %s", m, quota.PendingField(p.EventID))
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -90,7 +91,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 	}
 
 	// Redis drift, a leftover pending entry, and a balance row that disagrees with the ledger.
-	rdb.Client.HSet(ctx, rdb.Keys.Quota("m-2"), "remain", 6, "p:e-9", "1:0")
+	rdb.Client.HSet(ctx, rdb.Keys.Quota("m-2"), quota.FieldRemain, 6, quota.PendingField("e-9"), quota.FormatPending(1, time.Now()))
 	exec("UPDATE merchant_balance SET credited = 11 WHERE merchant_id = 'm-1'")
 	r, err = Check(ctx, good, state)
 	if err != nil {
