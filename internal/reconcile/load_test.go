@@ -174,24 +174,21 @@ func (s *snowflakeIDs) NextIDs(dst []int64) error {
 	return nil
 }
 
-// workerLocks is the workers' locker on internal/lock: a waiting acquire and
-// a watchdog whose context ends when the lock is lost.
+// workerLocks is the workers' locker on internal/lock (as app.MerchantLocks,
+// which this package cannot import).
 type workerLocks struct {
 	c    *lock.Client
 	keys keyspace.Keyspace
 }
 
-func (w workerLocks) Acquire(ctx context.Context, merchantID string) (deduct.HeldLock, error) {
-	l, err := w.c.Wait(ctx, w.keys.Lock(merchantID), 10*time.Second)
+func (w workerLocks) Acquire(ctx context.Context, merchantIDs []string) (deduct.Held, error) {
+	keys := make([]string, len(merchantIDs))
+	for i, id := range merchantIDs {
+		keys[i] = w.keys.Lock(id)
+	}
+	l, err := w.c.Wait(ctx, keys, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	return watchedLock{Lock: l, ctx: l.Watch(context.Background())}, nil
+	return l, nil
 }
-
-type watchedLock struct {
-	*lock.Lock
-	ctx context.Context
-}
-
-func (l watchedLock) Context() context.Context { return l.ctx }
