@@ -3,13 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaflow/billing/internal/event"
-	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // RedisBalanced is implemented by strategies that keep each merchant's
@@ -99,20 +96,21 @@ func (k checker) ledger(ctx context.Context, c *Check) error {
 		want[e.EventID] = ledgerEntry{e.MerchantID, e.Amount}
 	}
 	rows, err := k.env.DB.QueryContext(ctx,
-		"SELECT event_id, merchant_id, amount, kind, COALESCE(balance_after, 0) FROM quota_ledger WHERE kind <> ?", kindCredit)
+		"SELECT event_id, merchant_id, amount, kind, COALESCE(balance_after, 0) FROM quota_ledger WHERE kind <> ?", ledger.KindCredit)
 	if err != nil {
 		return fmt.Errorf("bench: check ledger: %w", err)
 	}
 	defer rows.Close()
 	seen := make(map[string]bool, len(k.events))
 	for rows.Next() {
-		var id, m, kind string
+		var id, m string
+		var kind ledger.Kind
 		var amount, after int64
 		if err := rows.Scan(&id, &m, &amount, &kind, &after); err != nil {
 			return fmt.Errorf("bench: check ledger: %w", err)
 		}
 		c.LedgerRows++
-		if kind == kindDebit {
+		if kind == ledger.KindDebit {
 			c.Debits++
 		} else {
 			c.Rejected++
@@ -199,62 +197,50 @@ func (k checker) balances(ctx context.Context, c *Check) (map[string]int64, erro
 	return out, nil
 }
 
-const redisCheckChunk = 500
-
 func (k checker) redisBalances(ctx context.Context, c *Check, balances map[string]int64) error {
 	merchants := make([]string, 0, len(balances))
+	keys := make([]string, 0, len(balances))
 	for m := range balances {
-		merchants = append(merchants, m)
+		merchants, keys = append(merchants, m), append(keys, k.env.Keys.Quota(m))
 	}
-	for start := 0; start < len(merchants); start += redisCheckChunk {
-		chunk := merchants[start:min(start+redisCheckChunk, len(merchants))]
-		pipe := k.env.Redis.Pipeline()
-		cmds := make([]*redis.MapStringStringCmd, len(chunk))
-		for i, m := range chunk {
-			cmds[i] = pipe.HGetAll(ctx, k.env.Keys.Quota(m))
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("bench: check redis: %w", err)
-		}
-		for i, m := range chunk {
-			compareRedis(c, k.env.Keys, m, cmds[i].Val(), balances[m])
-		}
+	hashes, err := quota.Read(ctx, k.env.Redis, keys)
+	if err != nil {
+		return fmt.Errorf("bench: check redis: %w", err)
+	}
+	for i, m := range merchants {
+		compareRedis(c, m, hashes[i], balances[m])
 	}
 	return nil
 }
 
-func compareRedis(c *Check, keys keyspace.Keyspace, m string, h map[string]string, want int64) {
+func compareRedis(c *Check, m string, h map[string]string, want int64) {
 	fail := func(format string, args ...any) {
 		ok := false
 		c.RedisOK = &ok
 		c.problem(format, args...)
 	}
-	raw, ok := h["remain"]
-	if !ok {
+	if len(h) == 0 {
 		// A strategy that hydrates lazily may never have touched this merchant.
-		if len(h) == 0 {
-			c.RedisMissing++
-			return
-		}
-		fail("%s has no remain field", keys.Quota(m))
+		c.RedisMissing++
 		return
 	}
-	remain, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil {
-		fail("%s remain %q is not an integer", keys.Quota(m), raw)
+	q, err := quota.Parse(h)
+	switch {
+	case err != nil:
+		fail("merchant %s: %v", m, err)
+		return
+	case !q.Exists:
+		fail("merchant %s: quota hash without remain", m)
 		return
 	}
-	if remain < 0 {
+	if q.Remain < 0 {
 		c.NonNegative = false
-		c.problem("%s remain %d", keys.Quota(m), remain)
+		c.problem("merchant %s: redis remain %d", m, q.Remain)
 	}
-	if remain != want {
-		fail("merchant %s: redis remain %d, MySQL credited - debited %d", m, remain, want)
+	if q.Remain != want {
+		fail("merchant %s: redis remain %d, MySQL credited - debited %d", m, q.Remain, want)
 	}
-	for f := range h {
-		if strings.HasPrefix(f, "p:") {
-			fail("merchant %s: deduction %s still pending", m, f)
-			break
-		}
+	if len(q.Pending) > 0 {
+		fail("merchant %s: deduction of %s still pending", m, q.Pending[0].EventID)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/migrate"
 )
 
@@ -119,39 +120,20 @@ const grantChunk = 500
 
 // grant gives every merchant a balance row credited with quota and the
 // matching credit ledger row, as billingctl quota grant would.
-func grant(ctx context.Context, db *sql.DB, ids IDSource, merchants []string, quota int64, at time.Time) error {
-	for start := 0; start < len(merchants); start += grantChunk {
-		chunk := merchants[start:min(start+grantChunk, len(merchants))]
-		if err := txOnce(ctx, db, func(tx *sql.Tx) error { return grantChunkTx(ctx, tx, ids, chunk, quota, at) }); err != nil {
-			return fmt.Errorf("bench: grant quota: %w", err)
-		}
+func grant(ctx context.Context, db *gorm.DB, ids IDSource, merchants []string, quota int64, at time.Time) error {
+	balances := make([]ledger.Balance, len(merchants))
+	rows := make([]ledger.Row, len(merchants))
+	for i, m := range merchants {
+		balances[i] = ledger.Balance{MerchantID: m, Credited: quota}
+		rows[i] = ledger.Row{EventID: "grant-" + m, MerchantID: m, Kind: ledger.KindCredit, Amount: quota,
+			BalanceAfter: &quota, Reason: ledger.ReasonGrant, OccurredAt: at}
+	}
+	db = db.WithContext(ctx)
+	if err := db.CreateInBatches(balances, grantChunk).Error; err != nil {
+		return fmt.Errorf("bench: grant quota: %w", err)
+	}
+	if err := ledger.WithIDs(db, ids).CreateInBatches(rows, grantChunk).Error; err != nil {
+		return fmt.Errorf("bench: grant quota: %w", err)
 	}
 	return nil
-}
-
-func grantChunkTx(ctx context.Context, tx *sql.Tx, ids IDSource, merchants []string, quota int64, at time.Time) error {
-	balances := make([]any, 0, 2*len(merchants))
-	rows := make([]any, 0, 7*len(merchants))
-	for _, m := range merchants {
-		id, err := ids.NextID()
-		if err != nil {
-			return err
-		}
-		balances = append(balances, m, quota)
-		rows = append(rows, id, "grant-"+m, m, quota, quota, reasonGrant, at)
-	}
-	if _, err := tx.ExecContext(ctx,
-		"INSERT INTO merchant_balance (merchant_id, credited) VALUES "+placeholders("(?, ?)", len(merchants)),
-		balances...); err != nil {
-		return err
-	}
-	_, err := tx.ExecContext(ctx,
-		"INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, occurred_at) VALUES "+
-			placeholders("(?, ?, ?, '"+kindCredit+"', ?, ?, ?, ?)", len(merchants)),
-		rows...)
-	return err
-}
-
-func placeholders(tuple string, n int) string {
-	return strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ")
 }

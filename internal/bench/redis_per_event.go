@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // Defaults of RedisPerEventOptions.
@@ -36,14 +41,24 @@ type RedisPerEventOptions struct {
 // Redis (SET NX PX with a random token, retried after a short sleep), deduct
 // atomically in Lua, write the ledger row and move merchant_balance in one
 // MySQL transaction, and release the lock with a compare-and-delete. The
-// Redis balance is hydrated from MySQL before the run.
+// Redis balances are hydrated from MySQL before the run, each under its lock
+// (quota.Hydrate, as the worker does).
 type RedisPerEvent struct {
-	opts        RedisPerEventOptions
-	env         *Env
-	scripts     scripts
-	lockRetries counter
-	txRetries   counter
+	opts                   RedisPerEventOptions
+	env                    *Env
+	deduct, refund, unlock *redis.Script
+	lockRetries            counter
+	txRetries              counter
 }
+
+var (
+	//go:embed deduct.lua
+	deductLua string
+	//go:embed refund.lua
+	refundLua string
+	//go:embed unlock.lua
+	unlockLua string
+)
 
 // NewRedisPerEvent returns the strategy; zero options take the defaults.
 func NewRedisPerEvent(opts RedisPerEventOptions) *RedisPerEvent {
@@ -56,7 +71,8 @@ func NewRedisPerEvent(opts RedisPerEventOptions) *RedisPerEvent {
 	if opts.LockMaxWait <= 0 {
 		opts.LockMaxWait = DefaultLockMaxWait
 	}
-	return &RedisPerEvent{opts: opts, scripts: newScripts()}
+	return &RedisPerEvent{opts: opts, deduct: redis.NewScript(deductLua), refund: redis.NewScript(refundLua),
+		unlock: redis.NewScript(unlockLua)}
 }
 
 // Name implements Strategy.
@@ -65,10 +81,25 @@ func (s *RedisPerEvent) Name() string { return NameRedisPerEvent }
 // Batched implements Strategy: one event per call.
 func (s *RedisPerEvent) Batched() bool { return false }
 
-// Setup implements Strategy: it copies every merchant's balance from MySQL to Redis.
+// Setup implements Strategy: it hydrates every merchant's balance.
 func (s *RedisPerEvent) Setup(ctx context.Context, env *Env) error {
 	s.env = env
-	return hydrate(ctx, env)
+	var balances []ledger.Balance
+	if err := env.GORM.WithContext(ctx).Find(&balances).Error; err != nil {
+		return fmt.Errorf("bench: read balances: %w", err)
+	}
+	for _, b := range balances {
+		err := s.locked(ctx, b.MerchantID, func(lockKey, token string) error {
+			c := quota.Hydrate(env.Keys.Quota(b.MerchantID), lockKey, token, b.Available(), time.Now())
+			quota.Run(ctx, env.Redis, c)
+			_, err := c.Wrote()
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("bench: hydrate %s: %w", b.MerchantID, err)
+		}
+	}
+	return nil
 }
 
 // Close implements Strategy.
@@ -89,8 +120,9 @@ func (s *RedisPerEvent) Apply(ctx context.Context, batch []event.PaymentSucceede
 	return nil
 }
 
-func (s *RedisPerEvent) applyOne(ctx context.Context, e event.PaymentSucceeded) (err error) {
-	lockKey := s.env.Keys.Lock(e.MerchantID)
+// locked runs fn under the merchant's lock.
+func (s *RedisPerEvent) locked(ctx context.Context, merchantID string, fn func(lockKey, token string) error) (err error) {
+	lockKey := s.env.Keys.Lock(merchantID)
 	token := rand.Text()
 	if err := s.lock(ctx, lockKey, token); err != nil {
 		return err
@@ -98,39 +130,44 @@ func (s *RedisPerEvent) applyOne(ctx context.Context, e event.PaymentSucceeded) 
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if uerr := s.scripts.unlock.Run(uctx, s.env.Redis, []string{lockKey}, token).Err(); uerr != nil && err == nil {
+		if uerr := s.unlock.Run(uctx, s.env.Redis, []string{lockKey}, token).Err(); uerr != nil && err == nil {
 			err = fmt.Errorf("bench: unlock %s: %w", lockKey, uerr)
 		}
 	}()
+	return fn(lockKey, token)
+}
 
-	quotaKey := s.env.Keys.Quota(e.MerchantID)
-	res, err := s.scripts.deduct.Run(ctx, s.env.Redis, []string{quotaKey}, e.Amount).Int64Slice()
-	if err != nil {
-		return fmt.Errorf("bench: deduct %s: %w", quotaKey, err)
-	}
-	switch res[0] {
-	case -1:
-		return fmt.Errorf("bench: %s is missing: the balance was not hydrated", quotaKey)
-	case 0:
-		return inTx(ctx, s.env.DB, &s.txRetries, func(tx *sql.Tx) error {
-			return insertLedger(ctx, tx, s.env.IDs, e, kindRejected, reasonInsufficient, res[1])
-		})
-	}
-	err = inTx(ctx, s.env.DB, &s.txRetries, func(tx *sql.Tx) error { return s.record(ctx, tx, e, res[1]) })
-	if err != nil {
-		// MySQL did not take the debit: give the quota back so Redis matches it again.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if rerr := s.scripts.refund.Run(rctx, s.env.Redis, []string{quotaKey}, e.Amount).Err(); rerr != nil {
-			return errors.Join(err, fmt.Errorf("bench: refund %s: %w", quotaKey, rerr))
+func (s *RedisPerEvent) applyOne(ctx context.Context, e event.PaymentSucceeded) error {
+	return s.locked(ctx, e.MerchantID, func(string, string) error {
+		quotaKey := s.env.Keys.Quota(e.MerchantID)
+		res, err := s.deduct.Run(ctx, s.env.Redis, []string{quotaKey}, e.Amount).Int64Slice()
+		if err != nil {
+			return fmt.Errorf("bench: deduct %s: %w", quotaKey, err)
 		}
-		return err
-	}
-	return nil
+		switch res[0] {
+		case -1:
+			return fmt.Errorf("bench: %s is missing: the balance was not hydrated", quotaKey)
+		case 0:
+			return inTx(ctx, s.env.DB, &s.txRetries, func(tx *sql.Tx) error {
+				return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindRejected, ledger.ReasonInsufficient, res[1])
+			})
+		}
+		err = inTx(ctx, s.env.DB, &s.txRetries, func(tx *sql.Tx) error { return s.record(ctx, tx, e, res[1]) })
+		if err != nil {
+			// MySQL did not take the debit: give the quota back so Redis matches it again.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if rerr := s.refund.Run(rctx, s.env.Redis, []string{quotaKey}, e.Amount).Err(); rerr != nil {
+				return errors.Join(err, fmt.Errorf("bench: refund %s: %w", quotaKey, rerr))
+			}
+			return err
+		}
+		return nil
+	})
 }
 
 func (s *RedisPerEvent) record(ctx context.Context, tx *sql.Tx, e event.PaymentSucceeded, remainAfter int64) error {
-	if err := insertLedger(ctx, tx, s.env.IDs, e, kindDebit, reasonPayment, remainAfter); err != nil {
+	if err := insertLedger(ctx, tx, s.env.IDs, e, ledger.KindDebit, ledger.ReasonPayment, remainAfter); err != nil {
 		return err
 	}
 	r, err := tx.ExecContext(ctx,
@@ -145,24 +182,24 @@ func (s *RedisPerEvent) record(ctx context.Context, tx *sql.Tx, e event.PaymentS
 	return nil
 }
 
-// lock takes lockKey with SET NX PX, sleeping briefly between attempts.
+// lock takes lockKey with SET NX PX, sleeping LockRetryDelay +-50% between
+// attempts, for at most LockMaxWait.
 func (s *RedisPerEvent) lock(ctx context.Context, lockKey, token string) error {
-	deadline := time.Now().Add(s.opts.LockMaxWait)
-	for {
+	try := func() error {
 		ok, err := s.env.Redis.SetNX(ctx, lockKey, token, s.opts.LockTTL).Result()
-		if err != nil {
-			return fmt.Errorf("bench: lock %s: %w", lockKey, err)
+		switch {
+		case err != nil:
+			return backoff.Permanent(fmt.Errorf("bench: lock %s: %w", lockKey, err))
+		case !ok:
+			return ErrLockWait
 		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s after %v", ErrLockWait, lockKey, s.opts.LockMaxWait)
-		}
-		s.lockRetries.inc()
-		d := s.opts.LockRetryDelay
-		if err := sleep(ctx, d/2+mrand.N(d)); err != nil {
-			return err
-		}
+		return nil
 	}
+	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(s.opts.LockRetryDelay), backoff.WithMultiplier(1),
+		backoff.WithMaxElapsedTime(s.opts.LockMaxWait))
+	err := backoff.RetryNotify(try, backoff.WithContext(b, ctx), func(error, time.Duration) { s.lockRetries.inc() })
+	if errors.Is(err, ErrLockWait) {
+		return fmt.Errorf("%w: %s after %v", ErrLockWait, lockKey, s.opts.LockMaxWait)
+	}
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // RowLock is the seed's "before": one MySQL transaction per event that locks
@@ -58,17 +59,17 @@ func (s *RowLock) applyOne(ctx context.Context, tx *sql.Tx, e event.PaymentSucce
 		Scan(&credited, &debited)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return insertLedger(ctx, tx, s.env.IDs, e, kindRejected, reasonUnknownMerchant, -1)
+		return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindRejected, ledger.ReasonUnknownMerchant, -1)
 	case err != nil:
 		return fmt.Errorf("bench: lock balance of %s: %w", e.MerchantID, err)
 	}
 	remain := credited - debited
 	if remain < e.Amount {
-		return insertLedger(ctx, tx, s.env.IDs, e, kindRejected, reasonInsufficient, remain)
+		return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindRejected, ledger.ReasonInsufficient, remain)
 	}
 	if _, err := tx.ExecContext(ctx,
 		"UPDATE merchant_balance SET debited = debited + ? WHERE merchant_id = ?", e.Amount, e.MerchantID); err != nil {
 		return fmt.Errorf("bench: debit %s: %w", e.MerchantID, err)
 	}
-	return insertLedger(ctx, tx, s.env.IDs, e, kindDebit, reasonPayment, remain-e.Amount)
+	return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindDebit, ledger.ReasonPayment, remain-e.Amount)
 }

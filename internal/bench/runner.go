@@ -112,7 +112,7 @@ func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err 
 		return err
 	}
 	defer db.db.Close()
-	if err := grant(ctx, db.db, ids, workload.MerchantIDs(r.cfg.Merchants), r.cfg.Quota, time.Now()); err != nil {
+	if err := grant(ctx, db.gorm, ids, workload.MerchantIDs(r.cfg.Merchants), r.cfg.Quota, time.Now()); err != nil {
 		return err
 	}
 	env := &Env{DB: db.db, GORM: db.gorm, Redis: r.rdb, Keys: keys, IDs: ids, Log: r.log}
