@@ -5,6 +5,8 @@ import (
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 var (
@@ -33,42 +35,24 @@ func newScripts() scripts {
 // eval runs script on keys with args and returns its answer per key (0 for
 // keys after one obtain.lua stopped at). On a single Redis that is one call.
 // On a Cluster, where one call may only touch keys of one slot and a batch's
-// keys lie in many, it is one call per key in one pipeline, split by node:
-// EVALSHA, then EVAL for the calls refused with NOSCRIPT (a restarted node:
-// they did not run).
+// keys lie in many, it is one call per key, in one pipeline (quota.Run: split
+// by node, EVALSHA with EVAL where a node has not cached the script).
 func (c *Client) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]int64, error) {
-	out := make([]int64, len(keys))
-	if _, single := c.rdb.(*redis.Client); single {
-		res, err := script.Run(ctx, c.rdb, keys, args...).Int64Slice()
+	calls := []*quota.Call{{Script: script, Keys: keys, Args: args}}
+	if _, single := c.rdb.(*redis.Client); !single {
+		calls = make([]*quota.Call, len(keys))
+		for i, key := range keys {
+			calls[i] = &quota.Call{Script: script, Keys: []string{key}, Args: args}
+		}
+	}
+	quota.Run(ctx, c.rdb, calls...)
+	out := make([]int64, 0, len(keys))
+	for _, call := range calls {
+		res, err := call.Cmd.Int64Slice()
 		if err != nil {
 			return nil, err
 		}
-		copy(out, res)
-		return out, nil
+		out = append(out, res...)
 	}
-	cmds := make([]*redis.Cmd, len(keys))
-	pipe := c.rdb.Pipeline()
-	for i, key := range keys {
-		cmds[i] = script.EvalSha(ctx, pipe, []string{key}, args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are in each command
-	pipe = c.rdb.Pipeline()
-	for i, key := range keys {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-			cmds[i] = script.Eval(ctx, pipe, []string{key}, args...)
-		}
-	}
-	if pipe.Len() > 0 {
-		_, _ = pipe.Exec(ctx)
-	}
-	for i, cmd := range cmds {
-		res, err := cmd.Int64Slice()
-		if err != nil {
-			return nil, err
-		}
-		if len(res) == 1 {
-			out[i] = res[0]
-		}
-	}
-	return out, nil
+	return append(out, make([]int64, len(keys)-len(out))...), nil
 }
