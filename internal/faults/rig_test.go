@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
@@ -158,7 +159,7 @@ func (g *rig) newGranter() *deduct.Deductor {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	d, err := deduct.New(g.rdb, g.keys, merchantLocks{locks, g.keys}, store, zap.NewNop(), nil, deduct.Options{})
+	d, err := deduct.New(g.rdb, g.keys, app.MerchantLocks(locks, g.keys, lockTTL), store, zap.NewNop(), nil, deduct.Options{})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -188,27 +189,6 @@ func (g *rig) grantTraffic(ctx context.Context, merchants []string, generous int
 		g.grant(ctx, "rich", merchants, generous)
 	}
 }
-
-// merchantLocks adapts the lock client to the write path, as app does.
-type merchantLocks struct {
-	client *lock.Client
-	keys   keyspace.Keyspace
-}
-
-func (m merchantLocks) Acquire(ctx context.Context, merchantID string) (deduct.HeldLock, error) {
-	l, err := m.client.Wait(ctx, m.keys.Lock(merchantID), lockTTL)
-	if err != nil {
-		return nil, err
-	}
-	return &heldLock{Lock: l, ctx: l.Watch(ctx)}, nil
-}
-
-type heldLock struct {
-	*lock.Lock
-	ctx context.Context
-}
-
-func (h *heldLock) Context() context.Context { return h.ctx }
 
 type snowflakes struct{ gen *idgen.Generator }
 
