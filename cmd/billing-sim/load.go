@@ -121,6 +121,9 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 	if f.output != "" && res.EventsPerSec > 0 {
 		err = errors.Join(err, writeLoadJSON(f.output, res))
 	}
+	if b := res.Baseline; err == nil && b != nil && b.Error != "" {
+		err = errors.New("load: the rowlock baseline failed (see above)")
+	}
 	return err
 }
 
