@@ -37,11 +37,6 @@ func (k Keyspace) Lock(merchantID string) string {
 	return k.prefix + "lock:quota:{" + merchantID + "}"
 }
 
-// LockChannel is the pub/sub channel on which a released merchant lock is announced.
-func (k Keyspace) LockChannel(lockKey string) string {
-	return lockKey + ":released"
-}
-
 // WorkerLease is the Snowflake worker-ID lease.
 func (k Keyspace) WorkerLease(workerID int) string {
 	return fmt.Sprintf("%sidgen:worker:%d", k.prefix, workerID)
