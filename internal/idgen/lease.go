@@ -206,8 +206,10 @@ func (l *Lease) waitPastHighWater(ctx context.Context) error {
 			return &StartWaitError{WorkerID: l.workerID, HighWater: time.UnixMilli(l.minUnix), Wait: remaining, Max: l.maxStartWait}
 		}
 		step := min(remaining, l.renewEvery)
-		if err := sleepCtx(ctx, step); err != nil {
-			return fmt.Errorf("idgen: waiting past high-water mark: %w", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("idgen: waiting past high-water mark: %w", ctx.Err())
+		case <-time.After(step):
 		}
 		waited += step
 		lost, err := l.renewLocked(ctx)
@@ -249,15 +251,4 @@ func newToken() (string, error) {
 		return "", fmt.Errorf("idgen: random token: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -6,24 +6,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed acquire.lua
-	acquireLua string
-	//go:embed renew.lua
-	renewLua string
-	//go:embed release.lua
-	releaseLua string
-)
+//go:embed acquire.lua
+var acquireLua string
+
+//go:embed renew.lua
+var renewLua string
+
+//go:embed release.lua
+var releaseLua string
 
 // scripts are the lease's Lua scripts; Run sends EVALSHA and falls back to EVAL.
-type scripts struct {
-	acquire, renew, release *redis.Script
-}
+type scripts struct{ acquire, renew, release *redis.Script }
 
 func newScripts() scripts {
-	return scripts{
-		acquire: redis.NewScript(acquireLua),
-		renew:   redis.NewScript(renewLua),
-		release: redis.NewScript(releaseLua),
-	}
+	return scripts{acquire: redis.NewScript(acquireLua), renew: redis.NewScript(renewLua), release: redis.NewScript(releaseLua)}
 }

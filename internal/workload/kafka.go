@@ -143,17 +143,5 @@ func pace(ctx context.Context, start time.Time, sent int, rate float64) error {
 	if rate <= 0 {
 		return ctx.Err()
 	}
-	due := start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))
-	wait := time.Until(due)
-	if wait <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return sleepUntil(ctx, start.Add(time.Duration(float64(sent)/rate*float64(time.Second))))
 }

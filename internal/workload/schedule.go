@@ -97,13 +97,16 @@ func dueBy(start time.Time, step time.Duration, now time.Time) int {
 	return int(now.Sub(start)/step) + 1
 }
 
+// sleepUntil waits until at, or until ctx ends.
 func sleepUntil(ctx context.Context, at time.Time) error {
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
+	d := time.Until(at)
+	if d <= 0 {
+		return ctx.Err()
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-time.After(d):
 		return nil
 	}
 }
