@@ -252,7 +252,9 @@ type Paced struct {
 	// its due time; DrainMS from the last event's due time to the last row.
 	ProducerLagMS float64 `json:"producer_max_lag_ms"`
 	DrainMS       float64 `json:"drain_ms"`
-	KeptUp        bool    `json:"kept_up"`
+	// KeptUp: the last row came within a second (or 5% of the schedule) of
+	// the last event's due time.
+	KeptUp bool `json:"kept_up"`
 	Latency       Latency `json:"latency"`
 }
 
