@@ -254,8 +254,8 @@ type Paced struct {
 	DrainMS       float64 `json:"drain_ms"`
 	// KeptUp: the last row came within a second (or 5% of the schedule) of
 	// the last event's due time.
-	KeptUp bool `json:"kept_up"`
-	Latency       Latency `json:"latency"`
+	KeptUp  bool    `json:"kept_up"`
+	Latency Latency `json:"latency"`
 }
 
 // Latency is produce->ledger over the events due after the warm-up: the
