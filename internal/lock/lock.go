@@ -58,9 +58,15 @@ type Options struct {
 	Logger *zap.Logger
 }
 
+// Redis is what a Client needs of a client: *redis.Client, or
+// *redis.ClusterClient (a batch's keys then lie in many slots).
+type Redis interface {
+	Pipeline() redis.Pipeliner
+}
+
 // Client obtains locks on a single Redis or a Redis Cluster.
 type Client struct {
-	rdb     redis.UniversalClient
+	rdb     Redis
 	opts    Options
 	scripts scripts
 	stop    chan struct{} // closed by Close
@@ -72,7 +78,7 @@ type Client struct {
 // call that takes or renews a lock is bounded by the lock's expiry, and a
 // client that ignores the bound keeps waiting on a silent Redis after another
 // holder may have taken the lock.
-func New(rdb redis.UniversalClient, _ keyspace.Keyspace, opts Options) (*Client, error) {
+func New(rdb Redis, _ keyspace.Keyspace, opts Options) (*Client, error) {
 	if rdb == nil {
 		return nil, errors.New("lock: nil redis client")
 	}
