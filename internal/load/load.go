@@ -256,6 +256,10 @@ type Paced struct {
 	// the last event's due time.
 	KeptUp  bool    `json:"kept_up"`
 	Latency Latency `json:"latency"`
+	// Ack is the first leg of Latency: due time to the broker's
+	// acknowledgement, for the same events (the producer's lag, its 5 ms
+	// linger, the broker).
+	Ack Latency `json:"produce_ack"`
 }
 
 // Latency is produce->ledger over the events due after the warm-up: the

@@ -111,6 +111,9 @@ func TestRun(t *testing.T) {
 		if l.Count == 0 || l.WarmupSkipped == 0 || l.Count+l.WarmupSkipped != 2000 || l.P50MS <= 0 || l.P50MS > l.P99MS || l.P99MS > l.MaxMS {
 			t.Fatalf("latency %+v", l)
 		}
+		if a := p.Ack; a.Count != l.Count || a.P50MS <= 0 {
+			t.Fatalf("produce->ack %+v (latency %+v)", a, l)
+		}
 		checkRemoved(t, db, rdb, res.Setup)
 	})
 }

@@ -98,21 +98,31 @@ func (r *run) preload(ctx context.Context, t *target) error {
 	return nil
 }
 
+// produced is what the producer did: its own stats and, paced, how long
+// after its due time each event counted for latency was acknowledged.
+type produced struct {
+	workload.ScheduleStats
+	acks []int64 // microseconds
+}
+
 // produce writes the run's events, from start on (unpaced: all at once), and
 // returns once the broker acknowledged every one.
-func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (workload.ScheduleStats, error) {
+func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produced, error) {
 	cfg := workload.Config{Seed: r.o.Seed, Merchants: r.o.Merchants, Skew: skew(r.o.Hot), IDPrefix: r.idPfx, Start: start}
 	if !unpaced {
 		cfg.Step = time.Duration(float64(time.Second) / r.o.Rate)
 	}
 	g, err := workload.New(cfg)
 	if err != nil {
-		return workload.ScheduleStats{}, err
+		return produced{}, err
 	}
+	var p produced
 	var mu sync.Mutex
 	var acked int
 	var ackErr error
+	counted := start.Add(r.o.Warmup)
 	w := workload.NewAsyncKafkaWriter(r.st.brokers, r.st.topic, r.st.transport, func(msgs []kafka.Message, err error) {
+		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -120,15 +130,20 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (workl
 			return
 		}
 		acked += len(msgs)
+		for _, m := range msgs {
+			if !unpaced && !m.Time.Before(counted) {
+				p.acks = append(p.acks, now.Sub(m.Time).Microseconds())
+			}
+		}
 	})
-	st, err := workload.ProduceOnSchedule(ctx, w, g, r.o.Events, unpaced)
+	p.ScheduleStats, err = workload.ProduceOnSchedule(ctx, w, g, r.o.Events, unpaced)
 	err = errors.Join(err, w.Close()) // flushes, and waits for the last completion
 	mu.Lock()
 	defer mu.Unlock()
 	if err == nil && (ackErr != nil || acked != r.o.Events) {
 		err = fmt.Errorf("load: the broker acknowledged %d of %d events: %w", acked, r.o.Events, ackErr)
 	}
-	return st, err
+	return p, err
 }
 
 // measure starts the workers, (paced) produces while they run, waits for
@@ -158,7 +173,7 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	defer func() { r.res.Memory = smp.finish() }()
 
 	var end time.Time
-	var paced workload.ScheduleStats
+	var paced produced
 	var schedStart time.Time
 	g, gctx := errgroup.WithContext(ctx)
 	if o.Rate > 0 {
@@ -200,7 +215,7 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 
 // check counts the run's rows (one per event, none rejected) and, paced,
 // reads the latencies.
-func (r *run) check(ctx context.Context, start, end, schedStart time.Time, paced workload.ScheduleStats) error {
+func (r *run) check(ctx context.Context, start, end, schedStart time.Time, paced produced) error {
 	o := r.o
 	rows, rejected, first, last, err := runRows(ctx, r.st.db, r.fill.lastID)
 	if err != nil {
@@ -227,6 +242,7 @@ func (r *run) check(ctx context.Context, start, end, schedStart time.Time, paced
 	if p.Latency, err = latency(ctx, r.st.db, r.fill.lastID, schedStart.Add(o.Warmup)); err != nil {
 		return err
 	}
+	p.Ack = summarize(paced.acks)
 	r.res.Paced = p
 	return nil
 }

@@ -161,8 +161,18 @@ func latency(ctx context.Context, db *sql.DB, after int64, from time.Time) (Late
 	if len(us) == 0 {
 		return lat, errors.New("load: no event due after the warm-up: make the run longer than --warmup")
 	}
+	skipped := lat.WarmupSkipped
+	lat = summarize(us)
+	lat.WarmupSkipped = skipped
+	return lat, nil
+}
+
+// summarize sorts latencies in microseconds and takes their quantiles.
+func summarize(us []int64) Latency {
+	if len(us) == 0 {
+		return Latency{}
+	}
 	slices.Sort(us)
 	quantile := func(q float64) float64 { return float64(us[min(len(us)-1, int(q*float64(len(us))))]) / 1000 }
-	lat.Count, lat.P50MS, lat.P99MS, lat.P999MS, lat.MaxMS = len(us), quantile(0.5), quantile(0.99), quantile(0.999), float64(us[len(us)-1])/1000
-	return lat, nil
+	return Latency{Count: len(us), P50MS: quantile(0.5), P99MS: quantile(0.99), P999MS: quantile(0.999), MaxMS: float64(us[len(us)-1]) / 1000}
 }

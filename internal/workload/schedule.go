@@ -35,8 +35,10 @@ type ScheduleStats struct {
 // and is handed over at that time (a late producer catches up at once, never
 // stretching the schedule). Paced, each message's occurred_at is its produce
 // time, so the ledger's created_at minus occurred_at is produce->ledger
-// latency, the producer's lag included. With unpaced, every message is due at
-// once and goes out in chunks as fast as g makes them (a preload).
+// latency, the producer's lag included; its record timestamp
+// (kafka.Message.Time, which the writer's completion still sees) is the same
+// due time. With unpaced, every message is due at once and goes out in
+// chunks as fast as g makes them (a preload).
 //
 // w should be asynchronous (NewAsyncKafkaWriter): a synchronous writer makes
 // every chunk wait for the broker, and the producer falls behind. What was
@@ -68,7 +70,11 @@ func ProduceOnSchedule(ctx context.Context, w MessageWriter, g *Generator, total
 		for range min(due-sent, DefaultChunk) {
 			m := g.Next()
 			st.Summary.Add(m)
-			batch = append(batch, kafka.Message{Key: m.Key, Value: m.Value})
+			msg := kafka.Message{Key: m.Key, Value: m.Value}
+			if !unpaced {
+				msg.Time = m.Event.OccurredAt // the record's timestamp: when it was due
+			}
+			batch = append(batch, msg)
 		}
 		if !unpaced {
 			st.MaxLag = max(st.MaxLag, now.Sub(start.Add(step*time.Duration(sent))))

@@ -17,7 +17,8 @@ type clockWriter struct {
 	mu      sync.Mutex
 	at      []time.Time // per message
 	values  [][]byte
-	stallAt int // the call that sleeps stall
+	times   []time.Time // record timestamps
+	stallAt int         // the call that sleeps stall
 	stall   time.Duration
 	calls   int
 }
@@ -33,6 +34,7 @@ func (w *clockWriter) WriteMessages(_ context.Context, msgs ...kafka.Message) er
 	for _, m := range msgs {
 		w.at = append(w.at, now)
 		w.values = append(w.values, m.Value)
+		w.times = append(w.times, m.Time)
 	}
 	return nil
 }
@@ -68,6 +70,9 @@ func TestProduceOnScheduleNoDrift(t *testing.T) {
 		due := start.Add(step * time.Duration(k))
 		if !e.OccurredAt.Equal(due) {
 			t.Fatalf("message %d: occurred_at %v, due %v", k, e.OccurredAt, due)
+		}
+		if !w.times[k].Equal(due) {
+			t.Fatalf("message %d: record timestamp %v, due %v", k, w.times[k], due)
 		}
 		if at.Before(due) {
 			t.Fatalf("message %d handed over %v before it was due", k, due.Sub(at))
