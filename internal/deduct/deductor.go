@@ -85,8 +85,9 @@ type Deductor struct {
 	log     *zap.Logger
 	metrics *Metrics
 	opts    Options
-	scripts scripts
 	now     func() time.Time
+
+	deductLua, settleLua, dropLua *redis.Script // the protocol's scripts (package doc)
 
 	// afterStep, when set (tests only), runs after each step of a batch; an
 	// error simulates a crash there: Apply returns at once and abandons its
@@ -116,7 +117,8 @@ func New(rdb Redis, keys keyspace.Keyspace, locks Locker, led Ledger, log *zap.L
 	opts.setDefaults()
 	return &Deductor{
 		rdb: rdb, keys: keys, locks: locks, ledger: led, log: log, metrics: m, opts: opts,
-		scripts: newScripts(), now: time.Now,
+		now: time.Now, deductLua: redis.NewScript(deductSrc), settleLua: redis.NewScript(settleSrc),
+		dropLua: redis.NewScript(dropSrc),
 	}, nil
 }
 

@@ -2,6 +2,7 @@ package deduct
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"sort"
@@ -47,6 +48,9 @@ func groupByMerchant(events []event.PaymentSucceeded, idx []int) []group {
 	return groups
 }
 
+//go:embed deduct.lua
+var deductSrc string
+
 // deductAll runs one deduction per merchant, all in one pipeline. Merchants
 // whose hash is missing are read from MySQL in one query, then hydrated and
 // deducted in a second pipeline; those without a balance row are unknown and
@@ -74,7 +78,7 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]HeldLock, even
 			for _, i := range g.events {
 				args = append(args, events[i].EventID, events[i].Amount)
 			}
-			deducts[k] = &quota.Call{Script: d.scripts.deduct, Keys: []string{key, l.Key()}, Args: args}
+			deducts[k] = &quota.Call{Script: d.deductLua, Keys: []string{key, l.Key()}, Args: args}
 			calls = append(calls, deducts[k])
 		}
 		quota.Run(ctx, d.rdb, calls...)
@@ -166,6 +170,9 @@ func (s *settlement) ended(ev event.PaymentSucceeded) {
 	m.ended = append(m.ended, ev.EventID)
 }
 
+//go:embed settle.lua
+var settleSrc string
+
 // settleAll runs the settle script for every merchant, in one pipeline: the
 // p: fields of the batch's debits are deleted, and a hash holding a p: field
 // of an event that ended without a debit of this batch is dropped (see
@@ -182,7 +189,7 @@ func (d *Deductor) settleAll(ctx context.Context, held map[string]HeldLock, s se
 		for _, id := range st.ended {
 			args = append(args, id)
 		}
-		calls = append(calls, &quota.Call{Script: d.scripts.settle, Keys: []string{d.keys.Quota(m), l.Key()}, Args: args})
+		calls = append(calls, &quota.Call{Script: d.settleLua, Keys: []string{d.keys.Quota(m), l.Key()}, Args: args})
 	}
 	quota.Run(ctx, d.rdb, calls...)
 	for _, c := range calls {
@@ -198,9 +205,12 @@ func (d *Deductor) settleAll(ctx context.Context, held map[string]HeldLock, s se
 	return nil
 }
 
+//go:embed drop.lua
+var dropSrc string
+
 // drop deletes a merchant's quota hash (fenced), so the next deduction hydrates it from MySQL.
 func (d *Deductor) drop(ctx context.Context, l HeldLock, merchantID string) error {
-	c := &quota.Call{Script: d.scripts.drop, Keys: []string{d.keys.Quota(merchantID), l.Key()}, Args: []any{l.Token()}}
+	c := &quota.Call{Script: d.dropLua, Keys: []string{d.keys.Quota(merchantID), l.Key()}, Args: []any{l.Token()}}
 	quota.Run(ctx, d.rdb, c)
 	_, _, err := c.Reply()
 	return fenced(err, "drop")

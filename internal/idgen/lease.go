@@ -59,7 +59,6 @@ type LeaseOptions struct {
 // a Redis call per ID.
 type Lease struct {
 	rdb      redis.Scripter
-	scripts  scripts
 	key      string
 	hwmKey   string
 	workerID int
@@ -67,6 +66,8 @@ type Lease struct {
 	clock    Clock
 	m        *Metrics
 	logger   *zap.Logger
+
+	acquire, renew, release *redis.Script // lease_protocol.go
 
 	ttl, renewEvery, retryEvery, margin, maxStartWait time.Duration
 
@@ -150,7 +151,9 @@ func newLease(rdb redis.Scripter, keys keyspace.Keyspace, workerID int, holder H
 	key := keys.WorkerLease(workerID)
 	return &Lease{
 		rdb:          rdb,
-		scripts:      newScripts(),
+		acquire:      redis.NewScript(acquireSrc),
+		renew:        redis.NewScript(renewSrc),
+		release:      redis.NewScript(releaseSrc),
 		key:          key,
 		hwmKey:       hwmKeyOf(key),
 		workerID:     workerID,

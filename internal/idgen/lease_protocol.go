@@ -2,6 +2,7 @@ package idgen
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,9 @@ import (
 )
 
 // The three Redis steps of a holding: acquire, renew, release. Callers hold l.mu.
+
+//go:embed acquire.lua
+var acquireSrc string
 
 // acquireLocked runs the acquire script and, on success, publishes a window
 // that starts after the previous holders' high-water mark.
@@ -25,7 +29,7 @@ func (l *Lease) acquireLocked(ctx context.Context) error {
 		return fmt.Errorf("idgen: encode lease value: %w", err)
 	}
 	sent := l.clock.Now()
-	res, err := l.scripts.acquire.Run(ctx, l.rdb, []string{l.key, l.hwmKey},
+	res, err := l.acquire.Run(ctx, l.rdb, []string{l.key, l.hwmKey},
 		string(raw), l.ttl.Milliseconds(), sent.UnixMilli(), token).Slice()
 	if err != nil {
 		return fmt.Errorf("idgen: acquire worker %d: %w", l.workerID, err)
@@ -65,11 +69,14 @@ func (l *Lease) heldError(res []any) error {
 	return &HeldError{WorkerID: l.workerID, Holder: v.Holder, Raw: raw, ExpiresIn: time.Duration(pttl) * time.Millisecond}
 }
 
+//go:embed renew.lua
+var renewSrc string
+
 // renewLocked extends the lease and the high-water mark. lost is true when
 // the key is gone or not ours.
 func (l *Lease) renewLocked(ctx context.Context) (lost bool, err error) {
 	sent := l.clock.Now()
-	res, err := l.scripts.renew.Run(ctx, l.rdb, []string{l.key, l.hwmKey},
+	res, err := l.renew.Run(ctx, l.rdb, []string{l.key, l.hwmKey},
 		l.value, l.ttl.Milliseconds(), sent.UnixMilli(), l.token).Text()
 	if err != nil {
 		return false, fmt.Errorf("idgen: renew worker %d: %w", l.workerID, err)
@@ -96,6 +103,10 @@ func (l *Lease) publish(sent time.Time, hwmUnix int64) {
 	})
 }
 
+//go:embed release.lua
+var releaseSrc string
+
+// releaseLocked stops issuance and gives the lease back (see Release).
 func (l *Lease) releaseLocked(ctx context.Context) error {
 	// Invalidate first, then read the generator's state: a call that saw the
 	// window valid reserved its millisecond before this point (Generator.reserve
@@ -113,7 +124,7 @@ func (l *Lease) releaseLocked(ctx context.Context) error {
 			mark = max(mark, ms+EpochUnixMilli)
 		}
 	}
-	n, err := l.scripts.release.Run(ctx, l.rdb, []string{l.key, l.hwmKey}, value, mark, l.token).Int()
+	n, err := l.release.Run(ctx, l.rdb, []string{l.key, l.hwmKey}, value, mark, l.token).Int()
 	if err != nil {
 		return fmt.Errorf("idgen: release worker %d: %w", l.workerID, err)
 	}
