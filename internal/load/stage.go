@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -25,6 +24,7 @@ type stage struct {
 	id        string
 	brokers   []string
 	cluster   *kfake.Cluster // nil with an external broker
+	ownTopics bool           // created on an external broker: deleted at teardown
 	topic     string
 	dlqTopic  string
 	group     string
@@ -80,6 +80,7 @@ func (s *stage) startBroker(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("load: create topics on %v: %w", s.brokers, err)
 	}
+	s.ownTopics = true // even half-created: teardown deletes what exists
 	for t, err := range resp.Errors {
 		if err != nil {
 			return fmt.Errorf("load: create topic %s: %w", t, err)
@@ -143,7 +144,7 @@ func (s *stage) teardown() error {
 	}
 	if s.cluster != nil {
 		s.cluster.Close()
-	} else if strings.HasPrefix(s.topic, "load-") {
+	} else if s.ownTopics {
 		if _, err := s.client().DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{s.topic, s.dlqTopic}}); err != nil {
 			errs = append(errs, fmt.Errorf("load: delete topics %s, %s: %w", s.topic, s.dlqTopic, err))
 		}
