@@ -3,37 +3,22 @@ package load
 import (
 	"context"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"github.com/quotaflow/billing/internal/testenv"
 	"github.com/quotaflow/billing/internal/workload"
 )
-
-// buildWorker builds cmd/billing-worker into dir, as the test binary was
-// built (with -race under -race, from the same cached objects).
-func buildWorker(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "billing-worker")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	out, err := exec.Command("go", append(args, "github.com/quotaflow/billing/cmd/billing-worker")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build billing-worker: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // A tiny load end to end, preloaded and then paced, through the real
 // billing-worker binary.
 func TestRun(t *testing.T) {
 	db := testenv.NewMySQL(t) // the run makes its own database on this server
 	rdb := testenv.NewRedis(t)
-	bin := buildWorker(t, t.TempDir())
+	bin := workerBinary(t)
 	opts := func() Options {
 		return Options{
 			WorkerBinary: bin, MySQLDSN: db.DSN, Redis: rdb.Client, RedisAddrs: []string{rdb.Addr}, KeyPrefix: rdb.Keys.Prefix(),
@@ -116,6 +101,44 @@ func TestRun(t *testing.T) {
 		}
 		checkRemoved(t, db, rdb, res.Setup)
 	})
+}
+
+// With --brokers the run makes topics of its own there, and deletes them;
+// the broker's CPU is not this machine's to read.
+func TestRunExternalBroker(t *testing.T) {
+	db := testenv.NewMySQL(t)
+	rdb := testenv.NewRedis(t)
+	k := testenv.NewKafka(t)
+	res, err := Run(context.Background(), Options{
+		WorkerBinary: workerBinary(t), MySQLDSN: db.DSN, Redis: rdb.Client, RedisAddrs: []string{rdb.Addr},
+		KeyPrefix: rdb.Keys.Prefix(), Brokers: k.Brokers, Merchants: 10, Events: 500, Partitions: 2, Timeout: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != 500 || res.Setup.Embedded || res.Setup.Topic == "payment.succeeded" {
+		t.Fatalf("rows %d, embedded %v, topic %s: want 500 rows on a topic of the run's own", res.Rows, res.Setup.Embedded, res.Setup.Topic)
+	}
+	for _, c := range res.CPU {
+		if c.Name == "broker" {
+			t.Fatalf("an external broker's CPU reported: %+v", c)
+		}
+	}
+	conn, err := kafka.Dial("tcp", k.Brokers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	parts, err := conn.ReadPartitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts {
+		if strings.HasPrefix(p.Topic, "load-") {
+			t.Fatalf("topic %s left behind", p.Topic)
+		}
+	}
+	checkRemoved(t, db, rdb, res.Setup)
 }
 
 // checkRemoved: the run's database and Redis keys are gone.
