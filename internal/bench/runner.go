@@ -130,7 +130,7 @@ func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err 
 		return err
 	}
 	_, redisBacked := s.(RedisBalanced)
-	res.Check, err = checker{env: env, events: r.events, redis: redisBacked}.run(ctx)
+	res.Check, err = check(ctx, env, r.events, redisBacked)
 	if err != nil {
 		return err
 	}

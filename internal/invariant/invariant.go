@@ -44,16 +44,27 @@ type State struct {
 	RedisSettled bool
 }
 
+// The invariants, as Report.Broken names them.
+const (
+	Events    = "events"    // each valid event has one matching ledger row; no row lacks its event
+	Balances  = "balances"  // each balance row equals its ledger sums; none is missing
+	Overdraft = "overdraft" // no balance, debit or Redis remain below zero
+	Redis     = "redis"     // once settled, Redis equals MySQL with nothing pending
+	DLQ       = "dlq"       // every invalid message dead-lettered, nothing else
+)
+
 // Report lists every broken invariant; it is empty when all hold.
 type Report struct {
-	Checked    map[string]int // what was counted, for the summary
+	Checked    map[string]int  // what was counted, for the summary
+	Broken     map[string]bool // the invariants with a violation
 	Violations []string
 }
 
 // OK reports whether every invariant holds.
 func (r *Report) OK() bool { return len(r.Violations) == 0 }
 
-func (r *Report) fail(format string, args ...any) {
+func (r *Report) fail(invariant, format string, args ...any) {
+	r.Broken[invariant] = true
 	if len(r.Violations) < 50 { // enough to diagnose, not enough to drown the log
 		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
 	} else if len(r.Violations) == 50 {
@@ -85,7 +96,7 @@ func (r *Report) String() string {
 
 // Check verifies every invariant.
 func Check(ctx context.Context, p Produced, s State) (*Report, error) {
-	r := &Report{Checked: map[string]int{}}
+	r := &Report{Checked: map[string]int{}, Broken: map[string]bool{}}
 	rows, err := loadLedger(ctx, s.DB)
 	if err != nil {
 		return nil, err
@@ -141,11 +152,11 @@ func checkEvents(r *Report, p Produced, rows map[string]ledger.Row) {
 		row, ok := rows[id]
 		switch {
 		case !ok:
-			r.fail("event %s (merchant %s, amount %d) has no ledger row: lost", id, e.MerchantID, e.Amount)
+			r.fail(Events, "event %s (merchant %s, amount %d) has no ledger row: lost", id, e.MerchantID, e.Amount)
 		case row.Kind != ledger.KindDebit && row.Kind != ledger.KindRejected:
-			r.fail("event %s recorded as %s", id, row.Kind)
+			r.fail(Events, "event %s recorded as %s", id, row.Kind)
 		case row.MerchantID != e.MerchantID || row.Amount != e.Amount:
-			r.fail("event %s recorded for %s/%d, produced for %s/%d", id, row.MerchantID, row.Amount, e.MerchantID, e.Amount)
+			r.fail(Events, "event %s recorded for %s/%d, produced for %s/%d", id, row.MerchantID, row.Amount, e.MerchantID, e.Amount)
 		}
 	}
 	for id, row := range rows {
@@ -154,10 +165,10 @@ func checkEvents(r *Report, p Produced, rows map[string]ledger.Row) {
 		}
 		r.Checked["ledger "+string(row.Kind)+" rows"]++
 		if _, ok := first[id]; !ok {
-			r.fail("ledger %s row %s (merchant %s) has no produced event", row.Kind, id, row.MerchantID)
+			r.fail(Events, "ledger %s row %s (merchant %s) has no produced event", row.Kind, id, row.MerchantID)
 		}
 		if row.Kind == ledger.KindDebit && row.BalanceAfter != nil && *row.BalanceAfter < 0 {
-			r.fail("debit %s left merchant %s at %d", id, row.MerchantID, *row.BalanceAfter)
+			r.fail(Overdraft, "debit %s left merchant %s at %d", id, row.MerchantID, *row.BalanceAfter)
 		}
 	}
 }
@@ -178,16 +189,16 @@ func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]le
 	r.Checked["merchants"] = len(balances)
 	for m, b := range balances {
 		if b.Debited > b.Credited {
-			r.fail("merchant %s overdrawn: credited %d, debited %d", m, b.Credited, b.Debited)
+			r.fail(Overdraft, "merchant %s overdrawn: credited %d, debited %d", m, b.Credited, b.Debited)
 		}
 		s := sums[m]
 		if s.Credited != b.Credited || s.Debited != b.Debited {
-			r.fail("merchant %s balance row %d/%d != ledger sums %d/%d", m, b.Credited, b.Debited, s.Credited, s.Debited)
+			r.fail(Balances, "merchant %s balance row %d/%d != ledger sums %d/%d", m, b.Credited, b.Debited, s.Credited, s.Debited)
 		}
 	}
 	for m, s := range sums {
 		if _, ok := balances[m]; !ok && (s.Credited != 0 || s.Debited != 0) {
-			r.fail("merchant %s moves %d/%d in the ledger but has no balance row", m, s.Credited, s.Debited)
+			r.fail(Balances, "merchant %s moves %d/%d in the ledger but has no balance row", m, s.Credited, s.Debited)
 		}
 	}
 }
@@ -219,20 +230,20 @@ func checkRedis(ctx context.Context, r *Report, s State, balances map[string]led
 		r.Checked["redis keys read"]++
 		q, err := quota.Parse(hashes[i])
 		if err != nil || !q.Exists {
-			r.fail("merchant %s redis hash %v unreadable: %v", m, hashes[i], err)
+			r.fail(Redis, "merchant %s redis hash %v unreadable: %v", m, hashes[i], err)
 			continue
 		}
 		if q.Remain < 0 {
-			r.fail("merchant %s redis remain %d is negative", m, q.Remain)
+			r.fail(Overdraft, "merchant %s redis remain %d is negative", m, q.Remain)
 		}
 		if !s.RedisSettled {
 			continue // in-flight p: deductions may still hold part of the balance
 		}
 		if want := balances[m].Available(); q.Remain != want {
-			r.fail("merchant %s redis remain %d != credited-debited %d", m, q.Remain, want)
+			r.fail(Redis, "merchant %s redis remain %d != credited-debited %d", m, q.Remain, want)
 		}
 		for _, p := range q.Pending {
-			r.fail("merchant %s still has pending %s", m, quota.PendingField(p.EventID))
+			r.fail(Redis, "merchant %s still has pending %s", m, quota.PendingField(p.EventID))
 		}
 	}
 	return nil
@@ -257,12 +268,12 @@ func checkDLQ(r *Report, p Produced, s State) {
 			continue
 		}
 		if !bytes.Equal(f.Key, rec.Key) || !bytes.Equal(f.Value, rec.Value) {
-			r.fail("message %s/%d@%d dead-lettered with different payloads", o.topic, o.partition, o.offset)
+			r.fail(DLQ, "message %s/%d@%d dead-lettered with different payloads", o.topic, o.partition, o.offset)
 		}
 	}
 	r.Checked["dlq records"] = len(s.DLQ)
 	r.Checked["dlq copies"] = len(s.DLQ) - len(first)
 	if len(first) != p.Invalid {
-		r.fail("%d distinct messages dead-lettered, %d invalid produced", len(first), p.Invalid)
+		r.fail(DLQ, "%d distinct messages dead-lettered, %d invalid produced", len(first), p.Invalid)
 	}
 }

@@ -50,20 +50,21 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		name   string
 		mutate func(p *Produced, s *State)
 		want   string
+		broken string
 	}{
-		{"lost event", func(p *Produced, _ *State) { p.Valid = append(p.Valid, ev("e-3", "m-2", 1)) }, "e-3"},
-		{"row without event", func(p *Produced, _ *State) { p.Valid = p.Valid[:1] }, "no produced event"},
-		{"wrong amount", func(p *Produced, _ *State) { p.Valid[0].Amount = 4 }, "recorded for"},
-		{"dlq missing", func(p *Produced, _ *State) { p.Invalid = 2 }, "2 invalid produced"},
+		{"lost event", func(p *Produced, _ *State) { p.Valid = append(p.Valid, ev("e-3", "m-2", 1)) }, "e-3", Events},
+		{"row without event", func(p *Produced, _ *State) { p.Valid = p.Valid[:1] }, "no produced event", Events},
+		{"wrong amount", func(p *Produced, _ *State) { p.Valid[0].Amount = 4 }, "recorded for", Events},
+		{"dlq missing", func(p *Produced, _ *State) { p.Invalid = 2 }, "2 invalid produced", DLQ},
 		{"dlq copy differs", func(_ *Produced, s *State) {
 			c := s.DLQ[0]
 			c.Value = []byte("other")
 			s.DLQ = append(s.DLQ, c)
-		}, "different payloads"},
+		}, "different payloads", DLQ},
 		{"dlq copies count once as distinct", func(p *Produced, s *State) {
 			s.DLQ = append(s.DLQ, s.DLQ[0])
 			p.Invalid = 2
-		}, "1 distinct messages dead-lettered, 2 invalid produced"},
+		}, "1 distinct messages dead-lettered, 2 invalid produced", DLQ},
 		{"negative remain", func(_ *Produced, s *State) {
 			s.RedisSettled = false
 			rdb.Client.HSet(ctx, rdb.Keys.Quota("m-3"), "remain", -1)
@@ -72,7 +73,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				rdb.Client.Del(ctx, rdb.Keys.Quota("m-3"))
 				exec("DELETE FROM merchant_balance WHERE merchant_id = 'm-3'")
 			})
-		}, "m-3 redis remain -1 is negative"},
+		}, "m-3 redis remain -1 is negative", Overdraft},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,8 +85,8 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.OK() || !strings.Contains(r.String(), tt.want) {
-				t.Fatalf("want a violation with %q, got:\n%s", tt.want, r)
+			if r.OK() || !strings.Contains(r.String(), tt.want) || len(r.Broken) != 1 || !r.Broken[tt.broken] {
+				t.Fatalf("want a violation of %s with %q, got %v:\n%s", tt.broken, tt.want, r.Broken, r)
 			}
 		})
 	}
@@ -101,5 +102,8 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		if !strings.Contains(r.String(), want) {
 			t.Errorf("missing %q in:\n%s", want, r)
 		}
+	}
+	if !r.Broken[Redis] || !r.Broken[Balances] {
+		t.Errorf("broken %v, want redis and balances:\n%s", r.Broken, r)
 	}
 }
