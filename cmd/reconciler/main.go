@@ -35,7 +35,7 @@ func main() {
 }
 
 func run() int {
-	opts, err := reconcile.ParseFlags(os.Args[1:], os.Stderr)
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -65,7 +65,7 @@ func run() int {
 
 // serve wires the reconciler and runs it once (returning the run's exit code)
 // or in a loop with the ops HTTP server until ctx ends (returning 0).
-func serve(ctx context.Context, cfg config.Config, opts reconcile.Options, log *zap.Logger) (int, error) {
+func serve(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) (int, error) {
 	keys, err := keyspace.New(cfg.Redis.KeyPrefix)
 	if err != nil {
 		return 0, err
@@ -103,7 +103,7 @@ func serve(ctx context.Context, cfg config.Config, opts reconcile.Options, log *
 		return 0, err
 	}
 	report := func(rep *reconcile.Report) {
-		if err := rep.Write(os.Stdout, opts.Output); err != nil {
+		if err := writeReport(os.Stdout, rep, opts.Output); err != nil {
 			log.Warn("write report", zap.Error(err))
 		}
 	}

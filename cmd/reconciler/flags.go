@@ -1,4 +1,4 @@
-package reconcile
+package main
 
 import (
 	"errors"
@@ -7,19 +7,21 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/quotaflow/billing/internal/reconcile"
 )
 
 // Output formats of the run report.
 const (
-	OutputText = "text"
-	OutputJSON = "json"
+	outputText = "text"
+	outputJSON = "json"
 )
 
 // Options is the command line of the reconciler program.
 type Options struct {
-	Config Config
+	Config reconcile.Config
 	Every  time.Duration // 0: run once (--once, the default)
-	Output string        // OutputText or OutputJSON
+	Output string        // outputText or outputJSON
 }
 
 type merchantList []string
@@ -34,9 +36,9 @@ func (l *merchantList) Set(v string) error {
 	return nil
 }
 
-// ParseFlags parses the reconciler's command line. Usage and errors go to out.
+// parseFlags parses the reconciler's command line. Usage and errors go to out.
 // -h returns flag.ErrHelp.
-func ParseFlags(args []string, out io.Writer) (Options, error) {
+func parseFlags(args []string, out io.Writer) (Options, error) {
 	var o Options
 	c := &o.Config
 	var once, hydrate bool
@@ -47,16 +49,16 @@ func ParseFlags(args []string, out io.Writer) (Options, error) {
 	fs.DurationVar(&o.Every, "every", 0, "run in a loop with this period (e.g. 5m) until SIGTERM")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "report only: never write Redis (audit rows are written)")
 	fs.Var(&merchants, "merchant", "check only this merchant (repeatable, or comma-separated)")
-	fs.IntVar(&c.Concurrency, "concurrency", DefaultConcurrency, "pages of merchants checked at once")
-	fs.IntVar(&c.PageSize, "page", DefaultPageSize, "merchants per page")
-	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "pending deductions younger than this are in-flight work, not drift")
-	fs.DurationVar(&c.Settle, "settle", DefaultSettle, "extra margin before a ledger row is checkpointed, beyond the ledger's longest transaction and clock skew")
-	fs.Int64Var(&c.RepairCeiling, "repair-ceiling", DefaultRepairCeiling, "absolute change of remain above which drift is reported but not repaired (0: no ceiling)")
-	fs.DurationVar(&c.LockTTL, "lock-ttl", DefaultLockTTL, "TTL of the reconciler's hold on a merchant lock")
+	fs.IntVar(&c.Concurrency, "concurrency", reconcile.DefaultConcurrency, "pages of merchants checked at once")
+	fs.IntVar(&c.PageSize, "page", reconcile.DefaultPageSize, "merchants per page")
+	fs.DurationVar(&c.Grace, "grace", reconcile.DefaultGrace, "pending deductions younger than this are in-flight work, not drift")
+	fs.DurationVar(&c.Settle, "settle", reconcile.DefaultSettle, "extra margin before a ledger row is checkpointed, beyond the ledger's longest transaction and clock skew")
+	fs.Int64Var(&c.RepairCeiling, "repair-ceiling", reconcile.DefaultRepairCeiling, "absolute change of remain above which drift is reported but not repaired (0: no ceiling)")
+	fs.DurationVar(&c.LockTTL, "lock-ttl", reconcile.DefaultLockTTL, "TTL of the reconciler's hold on a merchant lock")
 	fs.BoolVar(&hydrate, "hydrate-missing", true, "hydrate a missing quota hash from merchant_balance (set only if absent)")
 	fs.BoolVar(&c.LedgerFull, "ledger-full", false, "audit the whole ledger, ignoring and rewriting the checkpoints")
-	fs.DurationVar(&c.BusyRetryDelay, "busy-retry-delay", DefaultBusyRetryDelay, "pause before merchants found busy are tried once more")
-	fs.StringVar(&o.Output, "output", OutputText, "report format: text or json")
+	fs.DurationVar(&c.BusyRetryDelay, "busy-retry-delay", reconcile.DefaultBusyRetryDelay, "pause before merchants found busy are tried once more")
+	fs.StringVar(&o.Output, "output", outputText, "report format: text or json")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
 	}
@@ -71,16 +73,16 @@ func ParseFlags(args []string, out io.Writer) (Options, error) {
 func (o Options) validate(once bool, extra int) error {
 	var errs []error
 	if once && o.Every != 0 {
-		errs = append(errs, errors.New("reconcile: --once and --every exclude each other"))
+		errs = append(errs, errors.New("reconciler: --once and --every exclude each other"))
 	}
 	if o.Every < 0 || (o.Every > 0 && o.Every < time.Second) {
-		errs = append(errs, fmt.Errorf("reconcile: --every %v is below 1s", o.Every))
+		errs = append(errs, fmt.Errorf("reconciler: --every %v is below 1s", o.Every))
 	}
-	if o.Output != OutputText && o.Output != OutputJSON {
-		errs = append(errs, fmt.Errorf("reconcile: --output %q is not text or json", o.Output))
+	if o.Output != outputText && o.Output != outputJSON {
+		errs = append(errs, fmt.Errorf("reconciler: --output %q is not text or json", o.Output))
 	}
 	if extra > 0 {
-		errs = append(errs, errors.New("reconcile: unexpected arguments after the flags"))
+		errs = append(errs, errors.New("reconciler: unexpected arguments after the flags"))
 	}
 	return errors.Join(append(errs, o.Config.Validate())...)
 }

@@ -1,4 +1,4 @@
-package reconcile
+package main
 
 import (
 	"bytes"
@@ -7,29 +7,31 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/quotaflow/billing/internal/reconcile"
 )
 
 func TestParseFlags(t *testing.T) {
 	var out bytes.Buffer
-	o, err := ParseFlags([]string{"--every", "5m", "--dry-run", "--merchant", "m-1", "--merchant", "m-2,m-3",
+	o, err := parseFlags([]string{"--every", "5m", "--dry-run", "--merchant", "m-1", "--merchant", "m-2,m-3",
 		"--concurrency", "8", "--grace", "3m", "--repair-ceiling", "50", "--output", "json", "--hydrate-missing=false"}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	c := o.Config
-	if o.Every != 5*time.Minute || o.Output != OutputJSON || !c.DryRun || c.Concurrency != 8 || c.Grace != 3*time.Minute ||
+	if o.Every != 5*time.Minute || o.Output != outputJSON || !c.DryRun || c.Concurrency != 8 || c.Grace != 3*time.Minute ||
 		c.RepairCeiling != 50 || !c.SkipHydrate || !reflect.DeepEqual(c.Merchants, []string{"m-1", "m-2", "m-3"}) {
 		t.Fatalf("options = %+v", o)
 	}
-	d, err := ParseFlags([]string{"--once"}, &out)
+	d, err := parseFlags([]string{"--once"}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Every != 0 || d.Output != OutputText || d.Config.Grace != DefaultGrace || d.Config.RepairCeiling != DefaultRepairCeiling ||
-		d.Config.SkipHydrate || d.Config.DryRun || d.Config.Settle != DefaultSettle {
+	if d.Every != 0 || d.Output != outputText || d.Config.Grace != reconcile.DefaultGrace || d.Config.RepairCeiling != reconcile.DefaultRepairCeiling ||
+		d.Config.SkipHydrate || d.Config.DryRun || d.Config.Settle != reconcile.DefaultSettle {
 		t.Fatalf("defaults = %+v", d)
 	}
-	if _, err := ParseFlags([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+	if _, err := parseFlags([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
 }
@@ -47,7 +49,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"--nope"},
 	} {
 		var out bytes.Buffer
-		if _, err := ParseFlags(args, &out); err == nil {
+		if _, err := parseFlags(args, &out); err == nil {
 			t.Errorf("%v accepted", args)
 		} else if out.Len() == 0 {
 			t.Errorf("%v: nothing told to the user", args)
