@@ -37,7 +37,7 @@ type RedisPerEventOptions struct {
 	LockMaxWait    time.Duration // give up on a lock after this long (default 30s)
 }
 
-// RedisPerEvent is the seed's "after": per event, take the merchant lock in
+// RedisPerEvent is the original design's "after": per event, take the merchant lock in
 // Redis (SET NX PX with a random token, retried after a short sleep), deduct
 // atomically in Lua, write the ledger row and move merchant_balance in one
 // MySQL transaction, and release the lock with a compare-and-delete. The

@@ -10,7 +10,7 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
-// RowLock is the seed's "before": one MySQL transaction per event that locks
+// RowLock is the original design's "before": one MySQL transaction per event that locks
 // the merchant's balance row (SELECT ... FOR UPDATE), checks it, moves it and
 // writes the ledger row. Every event of a merchant waits for the previous
 // one's commit, holding a connection while it waits.

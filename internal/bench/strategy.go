@@ -3,7 +3,7 @@
 // and Redis, each on a fresh database, with N concurrent callers.
 //
 // Per-event strategies (the row lock "before", the Redis lock + Lua "after"
-// of the seed write-up) get batches of one event from a shared queue, so
+// of the original design write-up, see the README) get batches of one event from a shared queue, so
 // callers race for a hot merchant as independent requests would. Batched
 // strategies get lane batches: events partitioned by merchant over the
 // callers (one merchant in one caller, in order), as the consumer's lanes

@@ -20,7 +20,7 @@ const (
 	NeedWorkerID             // a Snowflake worker ID must resolve
 )
 
-// Config is the whole environment contract of DESIGN.md.
+// Config is the whole environment contract (the README's Configuration table).
 type Config struct {
 	Kafka    Kafka
 	Redis    Redis
