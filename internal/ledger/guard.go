@@ -29,43 +29,39 @@ var errGuardShort = errors.New("ledger: a balance guard refused its debit")
 // would rather scan the whole index, which locks every row it reads (at
 // REPEATABLE READ) and so serializes every concurrent batch.
 func guardedDebit(merchants []string, debits map[string]int64) (sql string, args []any, guarded int) {
-	var cases strings.Builder
-	var in strings.Builder
-	pairs := make([]any, 0, 2*len(merchants))
-	ids := make([]any, 0, len(merchants))
-	for _, m := range merchants {
-		if debits[m] == 0 {
-			continue
-		}
-		cases.WriteString(" WHEN ? THEN ?")
-		if len(ids) > 0 {
-			in.WriteString(", ")
-		}
-		in.WriteString("?")
-		pairs = append(pairs, m, debits[m])
-		ids = append(ids, m)
-	}
-	if len(ids) == 0 {
+	debited := withDebits(merchants, debits)
+	if len(debited) == 0 {
 		return "", nil, 0
 	}
-	amount := "CASE merchant_id" + cases.String() + " END"
+	pairs := make([]any, 0, 2*len(debited))
+	for _, m := range debited {
+		pairs = append(pairs, m, debits[m])
+	}
+	in, ids := InList(debited)
+	amount := "CASE merchant_id" + strings.Repeat(" WHEN ? THEN ?", len(debited)) + " END"
 	sql = "UPDATE merchant_balance FORCE INDEX (PRIMARY) SET debited = debited + " + amount +
-		" WHERE merchant_id IN (" + in.String() + ") AND credited - debited >= " + amount
+		" WHERE merchant_id IN (" + in + ") AND credited - debited >= " + amount
 	args = make([]any, 0, 2*len(pairs)+len(ids))
 	args = append(append(append(args, pairs...), ids...), pairs...)
-	return sql, args, len(ids)
+	return sql, args, len(debited)
+}
+
+// withDebits lists the merchants with a debit total, in the order of merchants.
+func withDebits(merchants []string, debits map[string]int64) []string {
+	var out []string
+	for _, m := range merchants {
+		if debits[m] != 0 {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // refusedGuard reads the balances of the merchants with a debit and returns
 // the first, in merchant order, that cannot cover its debit or has no balance
 // row, or nil when every one can.
 func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map[string]int64) (*GuardError, error) {
-	var debited []string
-	for _, m := range merchants {
-		if debits[m] > 0 {
-			debited = append(debited, m)
-		}
-	}
+	debited := withDebits(merchants, debits)
 	bals, err := s.Balances(ctx, debited)
 	if err != nil {
 		return nil, err
