@@ -12,6 +12,7 @@ import (
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/invariant"
 	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // check reads the final state and proves the invariants.
@@ -51,8 +52,9 @@ func (r *run) check(ctx context.Context) error {
 // outcomes counts ledger rows by outcome and measures produce-to-commit latency.
 func (r *run) outcomes(ctx context.Context, db *gorm.DB) error {
 	var rows []struct {
-		Kind, Reason string
-		N            int64
+		Kind   ledger.Kind
+		Reason string
+		N      int64
 	}
 	if err := db.WithContext(ctx).Raw("SELECT kind, reason, COUNT(*) AS n FROM quota_ledger GROUP BY kind, reason").Scan(&rows).Error; err != nil {
 		return err
@@ -60,9 +62,9 @@ func (r *run) outcomes(ctx context.Context, db *gorm.DB) error {
 	r.sum.Outcomes = map[string]int64{}
 	for _, row := range rows {
 		switch row.Kind {
-		case "debit":
+		case ledger.KindDebit:
 			r.sum.Outcomes["applied"] += row.N
-		case "rejected":
+		case ledger.KindRejected:
 			r.sum.Outcomes[row.Reason] += row.N
 		}
 	}
