@@ -6,8 +6,9 @@
 //	p:<event_id>  "<amount>:<unix_ms>": a deduction not yet confirmed in
 //	              MySQL, and when it was made
 //
-// A hash without remain is missing: unknown, never zero. Every script that
-// writes the hash is fenced by the merchant lock (keyspace.Lock).
+// A hash without remain is missing: unknown, never zero. The write path's and
+// the reconciler's scripts write it only while the caller's token is in the
+// merchant lock (keyspace.Lock): fencing.
 package quota
 
 import (
