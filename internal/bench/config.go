@@ -38,9 +38,6 @@ type Config struct {
 	KeyPrefix string
 	Keep      bool          // keep databases and Redis keys for inspection
 	LockTTL   time.Duration // lock PX of redis-per-event
-	// NewIDs makes the ledger id source of one strategy's database; default
-	// NewSnowflakeIDs(0).
-	NewIDs func() (IDSource, error)
 	// Progress is how often a running strategy logs its progress (default 5s).
 	Progress time.Duration
 }

@@ -120,7 +120,7 @@ const grantChunk = 500
 
 // grant gives every merchant a balance row credited with quota and the
 // matching credit ledger row, as billingctl quota grant would.
-func grant(ctx context.Context, db *gorm.DB, ids IDSource, merchants []string, quota int64, at time.Time) error {
+func grant(ctx context.Context, db *gorm.DB, ids ledger.IDSource, merchants []string, quota int64, at time.Time) error {
 	balances := make([]ledger.Balance, len(merchants))
 	rows := make([]ledger.Row, len(merchants))
 	for i, m := range merchants {

@@ -18,12 +18,12 @@ func inTx(ctx context.Context, db *sql.DB, retries *counter, fn func(*sql.Tx) er
 
 // insertLedger writes the one ledger row of e. balanceAfter < 0 stores NULL
 // (an unknown merchant).
-func insertLedger(ctx context.Context, tx *sql.Tx, ids IDSource, e event.PaymentSucceeded, kind ledger.Kind, reason string, balanceAfter int64) error {
-	id, err := ids.NextID()
-	if err != nil {
+func insertLedger(ctx context.Context, tx *sql.Tx, ids ledger.IDSource, e event.PaymentSucceeded, kind ledger.Kind, reason string, balanceAfter int64) error {
+	var id [1]int64
+	if err := ids.NextIDs(id[:]); err != nil {
 		return fmt.Errorf("bench: ledger id: %w", err)
 	}
-	row := ledger.Row{ID: id, EventID: e.EventID, MerchantID: e.MerchantID, Kind: kind, Amount: e.Amount, Reason: reason,
+	row := ledger.Row{ID: id[0], EventID: e.EventID, MerchantID: e.MerchantID, Kind: kind, Amount: e.Amount, Reason: reason,
 		PaymentID: e.PaymentID, Source: string(e.Source), OccurredAt: e.OccurredAt, CreatedAt: time.Now().UTC()}
 	if balanceAfter >= 0 {
 		row.BalanceAfter = &balanceAfter

@@ -28,9 +28,6 @@ func Run(ctx context.Context, cfg Config, rdb redis.UniversalClient, log *zap.Lo
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.NewIDs == nil {
-		cfg.NewIDs = func() (IDSource, error) { return NewSnowflakeIDs(0) }
-	}
 	msgs, err := workload.Generate(cfg.workload(), cfg.Events)
 	if err != nil {
 		return nil, err
@@ -87,7 +84,7 @@ func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err 
 	if err != nil {
 		return err
 	}
-	ids, err := r.cfg.NewIDs()
+	ids, err := newSnowflakeIDs()
 	if err != nil {
 		return fmt.Errorf("bench: id source: %w", err)
 	}

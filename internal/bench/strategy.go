@@ -25,6 +25,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // Strategy is one way of applying payment events to the balances.
@@ -58,6 +59,6 @@ type Env struct {
 	GORM  *gorm.DB // the same pool through GORM, for packages that want it
 	Redis redis.UniversalClient
 	Keys  keyspace.Keyspace // the strategy's own key prefix
-	IDs   IDSource          // ledger primary keys
+	IDs   ledger.IDSource   // ledger primary keys
 	Log   *zap.Logger
 }
