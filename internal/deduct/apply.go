@@ -40,9 +40,6 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 		}
 	}
 	s.finish(results)
-	for _, r := range results {
-		d.metrics.outcomes.WithLabelValues(string(r.Outcome)).Inc()
-	}
 	d.metrics.batchEvents.Observe(float64(len(events)))
 	d.metrics.batchSeconds.Observe(time.Since(start).Seconds())
 	return results, nil

@@ -4,11 +4,12 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotaflow/billing/internal/metrics"
 )
 
 // Metrics of the write path. No label carries a merchant id.
 type Metrics struct {
-	outcomes          *prometheus.CounterVec
 	hydrations        prometheus.Counter
 	staleRehydrations *prometheus.CounterVec
 	redos             *prometheus.CounterVec
@@ -21,10 +22,6 @@ type Metrics struct {
 // NewMetrics creates the collectors and registers them with reg, unless reg is nil.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "billing_deduct_events_total",
-			Help: "Payment events by outcome (applied, duplicate, insufficient, unknown_merchant, conflict, refused, invalid).",
-		}, []string{"outcome"}),
 		hydrations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "billing_deduct_hydrations_total",
 			Help: "Quota hashes loaded into Redis from merchant_balance because they were missing.",
@@ -56,13 +53,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.outcomes, m.hydrations, m.staleRehydrations, m.redos,
-			m.lockLost, m.failedBatches, m.batchSeconds, m.batchEvents} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("deduct: register metrics: %w", err)
-			}
-		}
+	if err := metrics.Register(reg, m.hydrations, m.staleRehydrations, m.redos,
+		m.lockLost, m.failedBatches, m.batchSeconds, m.batchEvents); err != nil {
+		return nil, fmt.Errorf("deduct: register metrics: %w", err)
 	}
 	return m, nil
 }

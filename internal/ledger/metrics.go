@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotaflow/billing/internal/metrics"
 )
 
 // Metrics of the ledger store.
@@ -31,12 +33,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deadlockRetries, m.txSeconds, m.commitWaitSeconds} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("ledger: register metrics: %w", err)
-			}
-		}
+	if err := metrics.Register(reg, m.deadlockRetries, m.txSeconds, m.commitWaitSeconds); err != nil {
+		return nil, fmt.Errorf("ledger: register metrics: %w", err)
 	}
 	return m, nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotaflow/billing/internal/metrics"
 )
 
 // Result and reason label values.
@@ -59,13 +61,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range []string{reasonNotHeld, reasonExpired} {
 		m.lost.WithLabelValues(r)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.obtain, m.wait, m.lost, m.renewErrors} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("lock: register metrics: %w", err)
-		}
+	if err := metrics.Register(reg, m.obtain, m.wait, m.lost, m.renewErrors); err != nil {
+		return nil, fmt.Errorf("lock: register metrics: %w", err)
 	}
 	return m, nil
 }
