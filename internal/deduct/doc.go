@@ -13,9 +13,9 @@
 //
 // # The protocol (Apply)
 //
-//  1. Lock the batch's merchants in sorted order (no deadlock between workers);
-//     with a BatchLocker, all at once (one round trip when none is held
-//     elsewhere), and released all at once in step 6.
+//  1. Lock the batch's merchants, all at once and in sorted order (one
+//     Locker.Acquire: one round trip when none is held elsewhere, no deadlock
+//     between workers); released all at once in step 6.
 //  2. One indexed query for the event_ids already in the ledger: same merchant
 //     and amount is a duplicate, anything else a permanent conflict.
 //  3. One pipelined round trip of Lua deductions, one call per merchant. Per
