@@ -2,9 +2,10 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
+	"strings"
 
 	"gorm.io/gorm"
 )
@@ -100,89 +101,130 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	}
 }
 
-// debitTotals sums the debit rows per merchant and lists every merchant of rows, sorted.
-func debitTotals(rows []Row) (map[string]int64, []string) {
-	totals := make(map[string]int64)
-	for _, r := range rows {
-		if r.Kind == KindDebit {
-			totals[r.MerchantID] += r.Amount
-		} else if _, seen := totals[r.MerchantID]; !seen {
-			totals[r.MerchantID] = 0
-		}
+// errGuardShort: the guarded UPDATE moved fewer balances than it was given;
+// the transaction is rolled back and refusedGuard names the merchant.
+var errGuardShort = errors.New("ledger: a balance guard refused its debit")
+
+// guardedDebit builds the one statement that moves the balance of every
+// merchant with a debit total, each behind its own overdraft guard:
+//
+//	UPDATE merchant_balance FORCE INDEX (PRIMARY)
+//	SET debited = debited + CASE merchant_id WHEN ? THEN ? ... END
+//	WHERE merchant_id IN (?, ...)
+//	  AND credited - debited >= CASE merchant_id WHEN ? THEN ? ... END
+//
+// A merchant whose guard fails (or who has no row) is not matched, so the
+// statement affects fewer rows than guarded, the number of merchants it names.
+// It reads and locks the rows through the primary key, in key order. The hint
+// matters: when the batch names a good share of the table, the optimizer
+// would rather scan the whole index, which locks every row it reads (at
+// REPEATABLE READ) and so serializes every concurrent batch.
+func guardedDebit(merchants []string, debits map[string]int64) (sql string, args []any, guarded int) {
+	debited := withDebits(merchants, debits)
+	if len(debited) == 0 {
+		return "", nil, 0
 	}
-	merchants := make([]string, 0, len(totals))
-	for m := range totals {
-		merchants = append(merchants, m)
+	pairs := make([]any, 0, 2*len(debited))
+	for _, m := range debited {
+		pairs = append(pairs, m, debits[m])
 	}
-	sort.Strings(merchants)
-	return totals, merchants
+	in, ids := InList(debited)
+	amount := "CASE merchant_id" + strings.Repeat(" WHEN ? THEN ?", len(debited)) + " END"
+	sql = "UPDATE merchant_balance FORCE INDEX (PRIMARY) SET debited = debited + " + amount +
+		" WHERE merchant_id IN (" + in + ") AND credited - debited >= " + amount
+	args = make([]any, 0, 2*len(pairs)+len(ids))
+	args = append(append(append(args, pairs...), ids...), pairs...)
+	return sql, args, len(debited)
 }
 
-// setBalanceAfter walks rows in order from each merchant's balance before the
-// batch (its balance now plus what the batch debited).
-func setBalanceAfter(rows []Row, bals []Balance, debits map[string]int64) {
-	running := make(map[string]int64, len(bals))
-	for _, b := range bals {
-		running[b.MerchantID] = b.Available() + debits[b.MerchantID]
-	}
-	for i := range rows {
-		bal, known := running[rows[i].MerchantID]
-		if !known {
-			rows[i].BalanceAfter = nil
-			continue
+// withDebits lists the merchants with a debit total, in the order of merchants.
+func withDebits(merchants []string, debits map[string]int64) []string {
+	var out []string
+	for _, m := range merchants {
+		if debits[m] != 0 {
+			out = append(out, m)
 		}
-		if rows[i].Kind == KindDebit {
-			bal -= rows[i].Amount
-			running[rows[i].MerchantID] = bal
-		}
-		v := bal
-		rows[i].BalanceAfter = &v
 	}
+	return out
 }
 
-// staleRejection returns a *GuardError (Covered) for the first rejected row
-// that MySQL disagrees with, or nil. BalanceAfter is MySQL's balance at the row.
-func staleRejection(rows []Row) *GuardError {
-	for _, r := range rows {
-		if r.Kind != KindRejected {
-			continue
+// refusedGuard reads the balances of the merchants with a debit and returns
+// the first, in merchant order, that cannot cover its debit or has no balance
+// row, or nil when every one can.
+func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map[string]int64) (*GuardError, error) {
+	debited := withDebits(merchants, debits)
+	bals, err := s.Balances(ctx, debited)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range debited {
+		if b, known := bals[m]; !known || b.Available() < debits[m] {
+			return &GuardError{MerchantID: m, Amount: debits[m]}, nil
 		}
-		unknown := r.BalanceAfter == nil
-		agrees := unknown == (r.Reason == ReasonUnknownMerchant) && (unknown || *r.BalanceAfter < r.Amount)
-		if !agrees {
-			return &GuardError{MerchantID: r.MerchantID, Amount: r.Amount, Covered: true}
+	}
+	return nil, nil
+}
+
+// balancesInTx reads the balances of merchants inside the batch's
+// transaction, after the guarded UPDATE, which it sees (for balance_after).
+// It reads them locked (shared): a rejection is checked against the balance
+// as it stands until the commit, so a grant cannot land between the check and
+// the rejected row. The debited rows are locked already; the others are
+// locked by nobody else while their merchants' Redis locks hold, so this
+// costs no wait in the normal case.
+func balancesInTx(tx *gorm.DB, merchants []string) ([]Balance, error) {
+	in, args := InList(merchants)
+	bals := make([]Balance, 0, len(merchants))
+	err := queryRaw(tx, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
+		args, func(rows *sql.Rows) error {
+			var b Balance
+			if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited); err != nil {
+				return err
+			}
+			bals = append(bals, b)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read balances: %w", err)
+	}
+	return bals, nil
+}
+
+// insertColumns are the columns of quota_ledger that insert writes, in the
+// order of InsertStatement's values.
+const insertColumns = "id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at"
+
+// insert writes rows with multi-row INSERTs of at most InsertChunk rows each.
+func (s *Store) insert(tx *gorm.DB, rows []Row) error {
+	for off := 0; off < len(rows); off += s.opts.InsertChunk {
+		chunk := rows[off:min(off+s.opts.InsertChunk, len(rows))]
+		query, args := InsertStatement(chunk)
+		if _, err := execRaw(tx, query, args); err != nil {
+			return &chunkError{offset: off, err: err}
 		}
 	}
 	return nil
 }
 
-// chunkError remembers where in rows a failed INSERT statement started.
-type chunkError struct {
-	offset int
-	err    error
-}
-
-func (e *chunkError) Error() string { return e.err.Error() }
-func (e *chunkError) Unwrap() error { return e.err }
-
-// classify turns a failed transaction into the package's errors.
-func classify(err error, rows []Row) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrGuard):
-		return err
-	case duplicate(err):
-		return fmt.Errorf("%w: %w", ErrDuplicate, err)
-	case refused(err):
-		re := &RefusedError{Err: err}
-		var ce *chunkError
-		if errors.As(err, &ce) {
-			if i := refusedRow(err); i >= 0 && ce.offset+i < len(rows) {
-				re.EventID = rows[ce.offset+i].EventID
-			}
+// InsertStatement is one INSERT of rows into quota_ledger, with placeholders,
+// and its arguments: every column is written, ID and CreatedAt included.
+func InsertStatement(rows []Row) (string, []any) {
+	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	var b strings.Builder
+	b.Grow(len("INSERT INTO quota_ledger () VALUES ") + len(insertColumns) + len(rows)*(len(tuple)+2))
+	b.WriteString("INSERT INTO quota_ledger (" + insertColumns + ") VALUES ")
+	args := make([]any, 0, 11*len(rows))
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		return re
+		b.WriteString(tuple)
+		var after any
+		if r.BalanceAfter != nil {
+			after = *r.BalanceAfter
+		}
+		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, after,
+			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt)
 	}
-	return fmt.Errorf("ledger: commit: %w", err)
+	return b.String(), args
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -101,4 +102,35 @@ func refusedRow(err error) int {
 		return -1
 	}
 	return n - 1
+}
+
+// chunkError remembers where in rows a failed INSERT statement started.
+type chunkError struct {
+	offset int
+	err    error
+}
+
+func (e *chunkError) Error() string { return e.err.Error() }
+func (e *chunkError) Unwrap() error { return e.err }
+
+// classify turns a failed transaction into the package's errors.
+func classify(err error, rows []Row) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrGuard):
+		return err
+	case duplicate(err):
+		return fmt.Errorf("%w: %w", ErrDuplicate, err)
+	case refused(err):
+		re := &RefusedError{Err: err}
+		var ce *chunkError
+		if errors.As(err, &ce) {
+			if i := refusedRow(err); i >= 0 && ce.offset+i < len(rows) {
+				re.EventID = rows[ce.offset+i].EventID
+			}
+		}
+		return re
+	}
+	return fmt.Errorf("ledger: commit: %w", err)
 }

@@ -1,0 +1,59 @@
+package ledger
+
+import "sort"
+
+// debitTotals sums the debit rows per merchant and lists every merchant of rows, sorted.
+func debitTotals(rows []Row) (map[string]int64, []string) {
+	totals := make(map[string]int64)
+	for _, r := range rows {
+		if r.Kind == KindDebit {
+			totals[r.MerchantID] += r.Amount
+		} else if _, seen := totals[r.MerchantID]; !seen {
+			totals[r.MerchantID] = 0
+		}
+	}
+	merchants := make([]string, 0, len(totals))
+	for m := range totals {
+		merchants = append(merchants, m)
+	}
+	sort.Strings(merchants)
+	return totals, merchants
+}
+
+// setBalanceAfter walks rows in order from each merchant's balance before the
+// batch (its balance now plus what the batch debited).
+func setBalanceAfter(rows []Row, bals []Balance, debits map[string]int64) {
+	running := make(map[string]int64, len(bals))
+	for _, b := range bals {
+		running[b.MerchantID] = b.Available() + debits[b.MerchantID]
+	}
+	for i := range rows {
+		bal, known := running[rows[i].MerchantID]
+		if !known {
+			rows[i].BalanceAfter = nil
+			continue
+		}
+		if rows[i].Kind == KindDebit {
+			bal -= rows[i].Amount
+			running[rows[i].MerchantID] = bal
+		}
+		v := bal
+		rows[i].BalanceAfter = &v
+	}
+}
+
+// staleRejection returns a *GuardError (Covered) for the first rejected row
+// that MySQL disagrees with, or nil. BalanceAfter is MySQL's balance at the row.
+func staleRejection(rows []Row) *GuardError {
+	for _, r := range rows {
+		if r.Kind != KindRejected {
+			continue
+		}
+		unknown := r.BalanceAfter == nil
+		agrees := unknown == (r.Reason == ReasonUnknownMerchant) && (unknown || *r.BalanceAfter < r.Amount)
+		if !agrees {
+			return &GuardError{MerchantID: r.MerchantID, Amount: r.Amount, Covered: true}
+		}
+	}
+	return nil
+}
