@@ -9,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
+	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/testenv"
 	"github.com/quotaflow/billing/internal/workload"
 )
@@ -128,7 +129,7 @@ func TestKeepLeavesStateBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := dropDatabase(context.Background(), admin, res.Database); err != nil {
+		if err := scenario.DropDatabase(context.Background(), admin, res.Database); err != nil {
 			t.Error(err)
 		}
 		admin.Close()

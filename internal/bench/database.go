@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/quotaflow/billing/internal/ledger"
-	"github.com/quotaflow/billing/internal/migrate"
+	"github.com/quotaflow/billing/internal/scenario"
 )
 
 // DefaultAdminDSN is the server the bench creates its databases on.
@@ -57,25 +56,17 @@ type database struct {
 	gorm *gorm.DB
 }
 
-// createDatabase creates the empty database name on the admin server.
-func createDatabase(ctx context.Context, admin *sql.DB, name string) error {
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
-		return fmt.Errorf("bench: create database %s: %w", name, err)
+// openDatabase creates and migrates name and opens a pool of poolSize
+// connections with client-side placeholder interpolation (one round trip per
+// statement instead of prepare, execute and close).
+func openDatabase(ctx context.Context, admin *sql.DB, adminDSN, name string, poolSize int) (*database, error) {
+	dsn, err := scenario.CreateDatabase(ctx, admin, adminDSN, name)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	return nil
-}
-
-// openDatabase migrates name and opens a pool of poolSize connections with
-// client-side placeholder interpolation (one round trip per statement instead
-// of prepare, execute and close).
-func openDatabase(ctx context.Context, adminDSN, name string, poolSize int) (*database, error) {
-	cfg, err := mysql.ParseDSN(adminDSN)
+	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bench: MySQL DSN: %w", err)
-	}
-	cfg.DBName = name
-	if err := migrateUp(cfg.FormatDSN()); err != nil {
-		return nil, err
 	}
 	cfg.InterpolateParams = true
 	db, err := sql.Open("mysql", cfg.FormatDSN())
@@ -97,23 +88,6 @@ func openDatabase(ctx context.Context, adminDSN, name string, poolSize int) (*da
 		return nil, fmt.Errorf("bench: gorm on %s: %w", name, err)
 	}
 	return &database{db: db, gorm: g}, nil
-}
-
-func migrateUp(dsn string) error {
-	m, err := migrate.Open(dsn)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	_, err = m.Up()
-	return errors.Join(err, m.Close())
-}
-
-// dropDatabase drops name; ctx should outlive an interrupted run.
-func dropDatabase(ctx context.Context, admin *sql.DB, name string) error {
-	if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
-		return fmt.Errorf("bench: drop database %s: %w", name, err)
-	}
-	return nil
 }
 
 const grantChunk = 500

@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/workload"
 )
 
@@ -93,18 +94,15 @@ func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err 
 		return err
 	}
 	res.Database, res.KeyPrefix = databaseName(name, r.run), keys.Prefix()
-	if err := createDatabase(ctx, r.admin, res.Database); err != nil {
-		return err
-	}
 	if !r.cfg.Keep {
 		cleanup := context.WithoutCancel(ctx) // drop what we made even after an interrupt
 		defer func() {
 			cctx, cancel := context.WithTimeout(cleanup, time.Minute)
 			defer cancel()
-			err = errors.Join(err, dropDatabase(cctx, r.admin, res.Database), deletePrefix(cctx, r.rdb, keys.Prefix()))
+			err = errors.Join(err, scenario.DropDatabase(cctx, r.admin, res.Database), scenario.DeletePrefix(cctx, r.rdb, keys.Prefix()))
 		}()
 	}
-	db, err := openDatabase(ctx, r.cfg.AdminDSN, res.Database, r.cfg.Callers+4)
+	db, err := openDatabase(ctx, r.admin, r.cfg.AdminDSN, res.Database, r.cfg.Callers+4)
 	if err != nil {
 		return err
 	}
@@ -201,39 +199,6 @@ func (r runner) progress(done *atomic.Int64) (stop func()) {
 		close(quit)
 		<-finished
 	}
-}
-
-// deletePrefix unlinks every key under prefix (on every master of a cluster).
-func deletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			return deletePrefixOn(ctx, n, prefix)
-		})
-	}
-	return deletePrefixOn(ctx, rdb, prefix)
-}
-
-func deletePrefixOn(ctx context.Context, c redis.Cmdable, prefix string) error {
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var batch []string
-	for iter.Next(ctx) {
-		batch = append(batch, iter.Val())
-		if len(batch) == 1000 {
-			if err := c.Unlink(ctx, batch...).Err(); err != nil {
-				return fmt.Errorf("bench: delete keys %s*: %w", prefix, err)
-			}
-			batch = batch[:0]
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return fmt.Errorf("bench: scan keys %s*: %w", prefix, err)
-	}
-	if len(batch) > 0 {
-		if err := c.Unlink(ctx, batch...).Err(); err != nil {
-			return fmt.Errorf("bench: delete keys %s*: %w", prefix, err)
-		}
-	}
-	return nil
 }
 
 func randomHex(n int) string {

@@ -17,17 +17,17 @@ import (
 
 // check reads the final state and proves the invariants.
 func (r *run) check(ctx context.Context) error {
-	db, err := gorm.Open(mysql.Open(r.st.dsn), &gorm.Config{Logger: logger.Discard})
+	db, err := gorm.Open(mysql.Open(r.st.DSN), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		return err
 	}
 	sqlDB, _ := db.DB()
 	defer sqlDB.Close()
-	client, err := dlq.NewClient(dlq.Broker{Addrs: r.st.brokers, Transport: r.st.transport})
+	client, err := dlq.NewClient(dlq.Broker{Addrs: r.st.Brokers, Transport: r.st.Transport})
 	if err != nil {
 		return err
 	}
-	records, err := client.Records(ctx, r.st.dlqTopic)
+	records, err := client.Records(ctx, r.st.DLQTopic)
 	if err != nil {
 		return fmt.Errorf("demo: read the DLQ: %w", err)
 	}
@@ -39,9 +39,9 @@ func (r *run) check(ctx context.Context) error {
 			r.sum.DLQ[rec.Class]++
 		}
 	}
-	keys, _ := keyspace.New(r.st.prefix)
+	keys, _ := keyspace.New(r.st.Prefix)
 	r.sum.Invariants, err = invariant.Check(ctx, r.traffic.Produced, invariant.State{
-		DB: db, Redis: r.st.redis, Keys: keys, DLQ: records, RedisSettled: true,
+		DB: db, Redis: r.st.Redis, Keys: keys, DLQ: records, RedisSettled: true,
 	})
 	if err != nil {
 		return err

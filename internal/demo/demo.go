@@ -13,9 +13,11 @@ import (
 	"io"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/logging"
+	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/workload"
 )
 
@@ -99,7 +101,6 @@ func (o Options) workload() workload.Config {
 // Run runs the demo, prints its summary to Out and returns it; the error is non-nil when a
 // step failed or a check did not hold.
 func Run(ctx context.Context, o Options) (*Summary, error) {
-	var log *zap.Logger
 	o.Defaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -109,13 +110,16 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	log = partsLog.With(zap.String("demo", "part"))
-	st, err := newStage(ctx, o)
+	log := partsLog.With(zap.String("demo", "part"))
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: o.RedisAddrs})
+	defer rdb.Close()
+	st, err := scenario.NewStage(ctx, scenario.StageOptions{Name: "demo", MySQLDSN: o.MySQLDSN, Redis: rdb,
+		KeyPrefix: "demo:", Brokers: o.Brokers, Partitions: o.Partitions})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("demo: %w", err)
 	}
-	defer st.teardown()
-	r := &run{o: o, st: st, log: log, sum: &Summary{Database: st.dbName, Prefix: st.prefix, Brokers: st.brokers, Embedded: st.cluster != nil, Rate: o.Rate}}
+	defer st.Teardown() //nolint:errcheck // best effort at exit
+	r := &run{o: o, st: st, log: log, sum: &Summary{Database: st.DBName, Prefix: st.Prefix, Brokers: st.Brokers, Embedded: st.Cluster != nil, Rate: o.Rate}}
 	if err := r.all(ctx); err != nil {
 		return r.sum, err
 	}

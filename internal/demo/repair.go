@@ -24,7 +24,7 @@ type corruption struct {
 
 // corrupt damages a few merchants' Redis balances while the workers are idle.
 func (r *run) corrupt(ctx context.Context) error {
-	keys, err := keyspace.New(r.st.prefix)
+	keys, err := keyspace.New(r.st.Prefix)
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func (r *run) corrupt(ctx context.Context) error {
 	if len(merchants) < 6 {
 		return fmt.Errorf("demo: only %d merchants have a Redis balance to corrupt", len(merchants))
 	}
-	rdb := r.st.redis
+	rdb := r.st.Redis
 	old := time.Now().Add(-10 * time.Minute)
 	plan := []struct {
 		kind reconcile.Kind
@@ -66,7 +66,7 @@ func (r *run) corrupt(ctx context.Context) error {
 
 func (r *run) loadedMerchants(ctx context.Context, keys keyspace.Keyspace) ([]string, error) {
 	var out []string
-	iter := r.st.redis.Scan(ctx, 0, keys.QuotaPattern(), 1000).Iterator()
+	iter := r.st.Redis.Scan(ctx, 0, keys.QuotaPattern(), 1000).Iterator()
 	for iter.Next(ctx) {
 		if m, ok := keys.MerchantFromQuota(iter.Val()); ok {
 			out = append(out, m)
@@ -79,21 +79,21 @@ func (r *run) loadedMerchants(ctx context.Context, keys keyspace.Keyspace) ([]st
 // reconcile runs the reconciler twice: the first pass must find and repair
 // exactly the corruptions, the second must find nothing.
 func (r *run) reconcile(ctx context.Context) error {
-	keys, err := keyspace.New(r.st.prefix)
+	keys, err := keyspace.New(r.st.Prefix)
 	if err != nil {
 		return err
 	}
-	db, err := sql.Open("mysql", r.st.dsn)
+	db, err := sql.Open("mysql", r.st.DSN)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	locks, err := lock.New(r.st.redis, keys, lock.Options{Logger: r.log})
+	locks, err := lock.New(r.st.Redis, keys, lock.Options{Logger: r.log})
 	if err != nil {
 		return err
 	}
 	defer locks.Close()
-	rc, err := reconcile.New(db, r.st.redis, keys, reconcile.NewLocker(locks), reconcile.Config{Grace: time.Minute, Logger: r.log})
+	rc, err := reconcile.New(db, r.st.Redis, keys, reconcile.NewLocker(locks), reconcile.Config{Grace: time.Minute, Logger: r.log})
 	if err != nil {
 		return err
 	}

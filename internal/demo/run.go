@@ -19,7 +19,7 @@ import (
 
 type run struct {
 	o       Options
-	st      *stage
+	st      *scenario.Stage
 	log     *zap.Logger
 	sum     *Summary
 	traffic scenario.Traffic
@@ -40,7 +40,7 @@ func (r *run) say(format string, args ...any) { fmt.Fprintf(r.o.Out, format+"\n"
 func (r *run) all(ctx context.Context) error {
 	o := r.o
 	var err error
-	r.say("demo: broker %v (embedded=%v), database %s, redis prefix %q", r.st.brokers, r.st.cluster != nil, r.st.dbName, r.st.prefix)
+	r.say("demo: broker %v (embedded=%v), database %s, redis prefix %q", r.st.Brokers, r.st.Cluster != nil, r.st.DBName, r.st.Prefix)
 	if r.traffic, err = scenario.BuildTraffic(o.workload(), o.Events, o.Conflicts); err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (r *run) all(ctx context.Context) error {
 }
 
 func (r *run) config(workerID int) (config.Config, error) {
-	env := r.st.env(workerID, r.o)
+	env := workerEnv(r.st, workerID, r.o)
 	return config.Load(func(k string) string { return env[k] }, config.NeedKafka, config.NeedWorkerID)
 }
 
@@ -145,7 +145,7 @@ func (r *run) grant(ctx context.Context) error {
 // second worker when about half of it is done, and waits until the group has
 // committed everything.
 func (r *run) consume(ctx context.Context) error {
-	writer := workload.NewKafkaWriter(r.st.brokers, r.st.topic, r.st.transport)
+	writer := workload.NewKafkaWriter(r.st.Brokers, r.st.Topic, r.st.Transport)
 	defer writer.Close()
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
@@ -162,14 +162,14 @@ func (r *run) consume(ctx context.Context) error {
 // second worker halfway, and returns once everything produced is committed.
 func (r *run) follow(ctx context.Context) error {
 	total := int64(len(r.traffic.Messages))
-	client := r.st.client()
+	client := r.st.Client()
 	p := newProgress(r.o.Out, r.o.Terminal, "consume", total)
 	defer p.done()
 	restarted := false
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if lag, err := scenario.GroupLag(ctx, client, r.st.group, r.st.topic); err == nil {
+		if lag, err := scenario.GroupLag(ctx, client, r.st.Group, r.st.Topic); err == nil {
 			produced := r.produced.Load()
 			processed := max(0, produced-lag)
 			p.set(processed)

@@ -148,7 +148,7 @@ func sortedKeys[K ~string, V any](m map[K]V) []K {
 
 // keep leaves everything running until ctx ends, for exploration.
 func (r *run) keep(ctx context.Context) {
-	env := r.st.env(9, r.o)
+	env := workerEnv(r.st, 9, r.o)
 	r.say("\n--keep: broker and workers stay up until Ctrl-C. Try, in another shell:")
 	r.say("  export KAFKA_BROKERS=%s KAFKA_TOPIC=%s KAFKA_DLQ_TOPIC=%s KAFKA_GROUP=%s", env["KAFKA_BROKERS"], env["KAFKA_TOPIC"], env["KAFKA_DLQ_TOPIC"], env["KAFKA_GROUP"])
 	r.say("  export MYSQL_DSN='%s' REDIS_ADDR=%s REDIS_KEY_PREFIX=%s", env["MYSQL_DSN"], env["REDIS_ADDR"], env["REDIS_KEY_PREFIX"])

@@ -13,13 +13,13 @@ import (
 // reported in the Baseline, not as the run's error: the workers' figures stand.
 func baseline(ctx context.Context, o Options, st *stage) *Baseline {
 	cfg := bench.DefaultConfig()
-	cfg.AdminDSN = st.adminDSN
+	cfg.AdminDSN = st.AdminDSN
 	cfg.Strategies = []string{bench.NameRowLock}
 	cfg.Events, cfg.Merchants, cfg.Seed = o.BaselineEvents, o.Merchants, o.Seed
 	cfg.Skew = skew(o.Hot)
-	cfg.KeyPrefix = st.prefix + "bench:"
+	cfg.KeyPrefix = st.Prefix + "bench:"
 	b := &Baseline{Events: o.BaselineEvents}
-	rep, err := bench.Run(ctx, cfg, st.redis, o.Log)
+	rep, err := bench.Run(ctx, cfg, st.Redis, o.Log)
 	switch {
 	case err != nil:
 		b.Error = err.Error()

@@ -43,7 +43,7 @@ func newMeter(ctx context.Context, o Options, st *stage) (*meter, error) {
 	}
 	m.add("redis-server", redisAddr, "redis-server")
 	self := &metered{name: "billing-sim", pid: os.Getpid(), note: "this process: the load tool (producer, polls)"}
-	if st.cluster != nil {
+	if st.Cluster != nil {
 		self.name, self.note = "broker", "billing-sim with the embedded broker (and the producer, polls)"
 	}
 	m.procs = append(m.procs, self)

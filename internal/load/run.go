@@ -52,14 +52,14 @@ type run struct {
 func (r *run) all(ctx context.Context) error {
 	o, st := r.o, r.st
 	r.res.Setup = Setup{
-		Database: st.dbName, KeyPrefix: st.prefix, Topic: st.topic, Brokers: st.brokers, Embedded: st.cluster != nil,
+		Database: st.DBName, KeyPrefix: st.Prefix, Topic: st.Topic, Brokers: st.Brokers, Embedded: st.Cluster != nil,
 		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Seed: o.Seed, Workers: o.Workers,
 		WorkerBinary: o.WorkerBinary, WorkerEnv: o.WorkerEnv, LedgerRows: o.LedgerRows, Rate: o.Rate,
 	}
 	r.res.Host = host(ctx, st)
 	r.res.Events = o.Events
-	r.idPfx = "ld" + strings.ReplaceAll(st.id, "_", "") + "-"
-	o.Log.Info("load: granting quota", zap.String("database", st.dbName), zap.Int("merchants", o.Merchants), zap.Int("ledger_rows", o.LedgerRows))
+	r.idPfx = "ld" + strings.ReplaceAll(st.ID, "_", "") + "-"
+	o.Log.Info("load: granting quota", zap.String("database", st.DBName), zap.Int("merchants", o.Merchants), zap.Int("ledger_rows", o.LedgerRows))
 	t0 := time.Now()
 	var err error
 	if r.fill, err = grant(ctx, st.db, workload.MerchantIDs(o.Merchants), o.LedgerRows, r.idPfx, o.Events); err != nil {
@@ -121,7 +121,7 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 	var acked int
 	var ackErr error
 	counted := start.Add(r.o.Warmup)
-	w := workload.NewAsyncKafkaWriter(r.st.brokers, r.st.topic, r.st.transport, func(msgs []kafka.Message, err error) {
+	w := workload.NewAsyncKafkaWriter(r.st.Brokers, r.st.Topic, r.st.Transport, func(msgs []kafka.Message, err error) {
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
@@ -168,7 +168,7 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 		r.workers = append(r.workers, w)
 		m.addWorker(w)
 	}
-	o.Log.Info("load: workers started", zap.Int("workers", o.Workers), zap.String("group", r.st.group))
+	o.Log.Info("load: workers started", zap.Int("workers", o.Workers), zap.String("group", r.st.Group))
 	smp := startSampler(ctx, r.workers, start, o.SampleEvery)
 	defer func() { r.res.Memory = smp.finish() }()
 
@@ -177,7 +177,7 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	var schedStart time.Time
 	g, gctx := errgroup.WithContext(ctx)
 	if o.Rate > 0 {
-		if err := waitGroup(ctx, r.st.client(), r.st.group, r.st.topic, o.Workers, r.workers, groupLimit); err != nil {
+		if err := waitGroup(ctx, r.st.Client(), r.st.Group, r.st.Topic, o.Workers, r.workers, groupLimit); err != nil {
 			return err
 		}
 		schedStart = time.Now().Add(10 * time.Millisecond)
@@ -264,7 +264,7 @@ func host(ctx context.Context, st *stage) Host {
 	h := Host{CPUs: runtime.NumCPU()}
 	_ = st.db.QueryRowContext(ctx, "SELECT VERSION(), @@innodb_buffer_pool_size, @@innodb_flush_log_at_trx_commit").
 		Scan(&h.MySQL, &h.BufferPoolBytes, &h.FlushLogAtTrxCommit)
-	if info, err := st.redis.Info(ctx, "server").Result(); err == nil {
+	if info, err := st.Redis.Info(ctx, "server").Result(); err == nil {
 		for _, line := range strings.Split(info, "\n") {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
 				h.Redis = v
