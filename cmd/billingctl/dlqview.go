@@ -20,36 +20,15 @@ import (
 
 // entryView is a DLQ message as `dlq ls --output json` prints it.
 type entryView struct {
-	Partition         int       `json:"partition"`
-	Offset            int64     `json:"offset"`
-	Time              time.Time `json:"time,omitzero"`
-	Copies            int       `json:"copies"`
-	EventID           string    `json:"event_id"`
-	Merchant          string    `json:"merchant"`
-	Class             dlq.Class `json:"error_class"`
-	Message           string    `json:"error_message"`
-	OriginalTopic     string    `json:"original_topic"`
-	OriginalPartition int       `json:"original_partition"`
-	OriginalOffset    int64     `json:"original_offset"`
-	Group             string    `json:"consumer_group,omitempty"`
-	Attempts          int       `json:"attempts"`
-	FirstFailure      time.Time `json:"first_failure,omitzero"`
-	LastFailure       time.Time `json:"last_failure,omitzero"`
-	ReplayCount       int       `json:"replay_count"`
-	ReplayJob         string    `json:"replay_job,omitempty"`
-	Key               *string   `json:"key,omitempty"`
-	Value             *string   `json:"value,omitempty"`
-	ValueBase64       []byte    `json:"value_base64,omitempty"` // a value that is not UTF-8
-	Unreadable        string    `json:"unreadable,omitempty"`   // why the message is not a dead-letter record
+	dlq.Entry
+	Key         *string `json:"key,omitempty"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 []byte  `json:"value_base64,omitempty"` // a value that is not UTF-8
+	Unreadable  string  `json:"unreadable,omitempty"`   // why the message is not a dead-letter record
 }
 
 func viewEntry(e dlq.Entry) entryView {
-	v := entryView{
-		Partition: e.Partition, Offset: e.Offset, Time: e.Time, Copies: e.Copies, EventID: e.EventID, Merchant: e.Merchant,
-		Class: e.Class, Message: e.Message, OriginalTopic: e.OriginalTopic, OriginalPartition: e.OriginalPartition,
-		OriginalOffset: e.OriginalOffset, Group: e.Group, Attempts: e.Attempts, FirstFailure: e.FirstFailure,
-		LastFailure: e.LastFailure, ReplayCount: e.ReplayCount, ReplayJob: e.ReplayJob,
-	}
+	v := entryView{Entry: e}
 	if e.Key != nil {
 		k := string(e.Key)
 		v.Key = &k

@@ -46,9 +46,7 @@ type Config struct {
 	// ShutdownTimeout, so that the final commit fits in the shutdown bound).
 	GroupTimeout time.Duration
 
-	MinBytes int           // fetch: answer as soon as this many bytes are there (default 1)
-	MaxBytes int           // fetch: most bytes per response (default 1 MB)
-	MaxWait  time.Duration // fetch: longest wait for MinBytes (default 100ms)
+	MaxWait time.Duration // fetch: longest wait for a first byte (default 100ms)
 }
 
 func (c *Config) setDefaults() {
@@ -66,8 +64,6 @@ func (c *Config) setDefaults() {
 	setDur(&c.RebalanceTimeout, 30*time.Second)
 	setDur(&c.JoinGroupBackoff, 2*time.Second)
 	setDur(&c.GroupTimeout, min(5*time.Second, c.ShutdownTimeout/5))
-	setInt(&c.MinBytes, 1)
-	setInt(&c.MaxBytes, 1<<20)
 	setDur(&c.MaxWait, 100*time.Millisecond)
 }
 
@@ -100,15 +96,12 @@ func (c Config) Validate() error {
 		v    int
 	}{
 		{"Lanes", c.Lanes}, {"BatchSize", c.BatchSize}, {"MaxInFlightPerPartition", c.MaxInFlightPerPartition},
-		{"MaxAttempts", c.MaxAttempts}, {"MinBytes", c.MinBytes}, {"MaxBytes", c.MaxBytes},
+		{"MaxAttempts", c.MaxAttempts},
 	}
 	for _, n := range counts {
 		if n.v < 1 {
 			bad("%s = %d, want >= 1", n.name, n.v)
 		}
-	}
-	if c.MinBytes > c.MaxBytes {
-		bad("MinBytes %d > MaxBytes %d", c.MinBytes, c.MaxBytes)
 	}
 	if c.BatchWait < 0 {
 		bad("BatchWait = %v, want >= 0", c.BatchWait)

@@ -40,7 +40,6 @@ func TestConfigValidate(t *testing.T) {
 			[]string{"HeartbeatInterval 30s >= SessionTimeout 30s"}},
 		{"negative durations", func(c *Config) { c.BatchWait, c.ShutdownTimeout = -1, -1 },
 			[]string{"BatchWait = -1ns", "ShutdownTimeout = -1ns"}},
-		{"fetch sizes", func(c *Config) { c.MinBytes, c.MaxBytes = 10, 5 }, []string{"MinBytes 10 > MaxBytes 5"}},
 		{"empty broker", func(c *Config) { c.Brokers = []string{"a:1", ""} }, []string{"Brokers[1] is empty"}},
 	}
 	for _, tt := range tests {

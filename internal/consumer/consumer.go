@@ -1,29 +1,16 @@
-// Package consumer consumes a Kafka topic in a consumer group and hands
-// batches to a handler: messages are decoded, dispatched by lane key into
-// bounded lanes (one key always in the same lane, so in order; lanes in
-// parallel), batched per lane by size and time, and committed per partition
-// up to the highest contiguous done offset, never past an unfinished message.
-// Work of a revoked generation is dropped uncommitted.
+// Package consumer consumes a topic in a kafka-go consumer group and hands
+// batches to a handler. Messages go by lane key to bounded, ordered lanes run
+// in parallel; each partition commits up to its highest contiguous done
+// offset, and a revoked generation's work is dropped uncommitted. Delivery is
+// at least once: handlers must be idempotent.
 //
-// Delivery is at least once, so handlers must be idempotent. The handler
-// records business outcomes itself (nil error); a permanent error
-// (failure.IsPermanent, and every decode error) sends the message to the
-// dead-letter topic at once; a transient one is retried with backoff while
-// the lane waits. An outage (failure.IsOutage, or any transient error while
-// the Probe fails) is retried for as long as it lasts and never
-// dead-lettered; an item failing alone with the Probe healthy counts an
-// attempt, and after MaxAttempts is dead-lettered as exhausted.
-//
-// Dead-lettering is at least once, as Spring Kafka's DLT: a message's offset
-// is committed only after the dead-letter topic acknowledged its record
-// (acks=all), so a crash or a lost generation in between dead-letters it
-// again. Copies share the record key, the message's provenance (see package
-// dlq), which readers and compaction fold. A lane waits while its batch is
-// retried or its dead-letter write fails, and through the bounded in-flight
-// window so do its partitions' fetches: nothing is skipped. On a rebalance or
-// shutdown, batches in the handler may finish within a drain budget; the rest
-// is dropped uncommitted, and a handler call that ignores its context is
-// abandoned. The package knows nothing of what the messages mean.
+// A permanent error (failure.IsPermanent, every decode error) dead-letters the
+// message; a transient one is retried with backoff while its lane waits. An
+// outage (failure.IsOutage, or a transient error while the Probe fails) is
+// retried without counting attempts; an item failing alone with the Probe
+// healthy is dead-lettered as exhausted after MaxAttempts. Dead-lettering is
+// at least once, as Spring Kafka's DLT: an offset is committed only after the
+// dead-letter topic acknowledged its record, keyed by provenance (package dlq).
 package consumer
 
 import (

@@ -13,11 +13,15 @@ import (
 
 // pending is a message on its way to the dead-letter topic.
 type pending[T any] struct {
-	e           envelope[T]
-	class       dlq.Class
-	cause       error
-	attempts    int
-	first, last time.Time
+	e     envelope[T]
+	class dlq.Class
+	cause error
+}
+
+// toDLQ counts a permanent failure of e, which dead-letters it.
+func toDLQ[T any](e envelope[T], cause error) pending[T] {
+	e.fail()
+	return pending[T]{e: e, class: classOf(cause), cause: cause}
 }
 
 // errDLQAbsent names the missing dead-letter topic: the writer never creates
@@ -48,7 +52,7 @@ func (g *generation[T]) deadLetter(l *lane[T], ps []pending[T]) bool {
 	defer g.c.health.ok(key)
 	msgs := make([]kafka.Message, len(ps))
 	for i, p := range ps {
-		msgs[i] = dlq.FromFailure(p.e.msg, g.c.cfg.Group, p.class, p.cause, p.attempts, p.first, p.last).KafkaMessage()
+		msgs[i] = dlq.FromFailure(p.e.msg, g.c.cfg.Group, p.class, p.cause, p.e.attempts, p.e.first, p.e.last).KafkaMessage()
 	}
 	for {
 		err := g.c.dlqWriter.WriteMessages(g.work, msgs...)
@@ -68,7 +72,7 @@ func (g *generation[T]) deadLetter(l *lane[T], ps []pending[T]) bool {
 			p.e.part.done(p.e.msg.Offset)
 			g.c.m.dlqPublished.WithLabelValues(string(p.class)).Inc()
 			g.log.Warn("message dead-lettered", zap.Int("partition", p.e.msg.Partition), zap.Int64("offset", p.e.msg.Offset),
-				zap.String("class", string(p.class)), zap.Int("attempt", p.attempts), zap.Error(p.cause))
+				zap.String("class", string(p.class)), zap.Int("attempt", p.e.attempts), zap.Error(p.cause))
 		}
 		if len(left) < len(ps) {
 			g.commitSoon()
@@ -79,10 +83,7 @@ func (g *generation[T]) deadLetter(l *lane[T], ps []pending[T]) bool {
 		if g.stop.Err() != nil {
 			return false
 		}
-		if errors.Is(err, kafka.UnknownTopicOrPartition) {
-			err = errDLQAbsent
-		}
-		g.c.health.fail(key, fmt.Errorf("consumer: dead-letter topic %s: %w", g.c.cfg.DLQTopic, err))
+		g.dlqFailing(key, err)
 		g.c.m.retries.WithLabelValues(retryDLQ).Inc()
 		g.log.Warn("dead-letter publish failed, retrying", zap.Int("messages", len(ps)), zap.Error(err))
 		if !sleep(g.stop, l.bo.NextBackOff()) {
@@ -106,18 +107,20 @@ func (g *generation[T]) checkDLQTopic() {
 				err = t.Error
 			}
 		}
-		switch {
-		case err == nil:
-			return
-		case errors.Is(err, kafka.UnknownTopicOrPartition):
-			err = errDLQAbsent
-		}
-		if g.stop.Err() != nil {
+		if err == nil || g.stop.Err() != nil {
 			return
 		}
-		g.c.health.fail(key, fmt.Errorf("consumer: dead-letter topic %s: %w", g.c.cfg.DLQTopic, err))
+		g.dlqFailing(key, err)
 		if !sleep(g.stop, bo.NextBackOff()) {
 			return
 		}
 	}
+}
+
+// dlqFailing reports in Ready that key cannot reach the dead-letter topic.
+func (g *generation[T]) dlqFailing(key string, err error) {
+	if errors.Is(err, kafka.UnknownTopicOrPartition) {
+		err = errDLQAbsent
+	}
+	g.c.health.fail(key, fmt.Errorf("consumer: dead-letter topic %s: %w", g.c.cfg.DLQTopic, err))
 }

@@ -19,6 +19,14 @@ type envelope[T any] struct {
 	first, last time.Time
 }
 
+// fail counts a failure of the message.
+func (e *envelope[T]) fail() {
+	e.last = time.Now()
+	if e.attempts++; e.first.IsZero() {
+		e.first = e.last
+	}
+}
+
 // lane handles the messages of its keys one batch at a time, in order. Its
 // buffers are reused from batch to batch.
 type lane[T any] struct {

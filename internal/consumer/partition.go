@@ -37,8 +37,6 @@ func newPartition(cfg Config, a kafka.PartitionAssignment, m *Metrics) *partitio
 		Topic:            cfg.Topic,
 		Partition:        a.ID,
 		Dialer:           cfg.Dialer,
-		MinBytes:         cfg.MinBytes,
-		MaxBytes:         cfg.MaxBytes,
 		MaxWait:          cfg.MaxWait,
 		ReadBatchTimeout: readBatchTimeout,
 		ReadLagInterval:  -1, // lag comes from the fetched high watermark

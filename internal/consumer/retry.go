@@ -30,8 +30,7 @@ func (g *generation[T]) settle(l *lane[T]) {
 			valid = append(valid, *e)
 			continue
 		}
-		now := time.Now()
-		invalid = append(invalid, pending[T]{e: *e, class: classOf(e.err), cause: e.err, attempts: 1, first: now, last: now})
+		invalid = append(invalid, toDLQ(*e, e.err))
 	}
 	if len(invalid) > 0 && !g.deadLetter(l, invalid) {
 		return
@@ -62,9 +61,7 @@ func (g *generation[T]) handle(l *lane[T], envs []envelope[T]) bool {
 				g.c.m.retries.WithLabelValues(retrySplit).Inc()
 				return g.alone(l, envs)
 			}
-			now := time.Now()
-			return g.deadLetter(l, []pending[T]{{e: envs[0], class: classOf(batchErr), cause: batchErr,
-				attempts: envs[0].attempts + 1, first: firstOr(envs[0].first, now), last: now}}) && g.recovered(l)
+			return g.deadLetter(l, []pending[T]{toDLQ(envs[0], batchErr)}) && g.recovered(l)
 		}
 		failed, cause, ok := g.sort(l, envs, errs, batchErr)
 		switch {
@@ -86,9 +83,7 @@ func (g *generation[T]) handle(l *lane[T], envs []envelope[T]) bool {
 			g.c.m.retries.WithLabelValues(retrySplit).Inc()
 			return g.alone(l, failed)
 		} else if g.countAttempt(l, &failed[0], cause) {
-			now := failed[0].last
-			return g.deadLetter(l, []pending[T]{{e: failed[0], class: dlq.ClassExhausted, cause: cause,
-				attempts: failed[0].attempts, first: failed[0].first, last: now}}) && g.recovered(l)
+			return g.deadLetter(l, []pending[T]{{e: failed[0], class: dlq.ClassExhausted, cause: cause}}) && g.recovered(l)
 		}
 		if !sleep(g.stop, l.bo.NextBackOff()) {
 			return false
@@ -100,10 +95,7 @@ func (g *generation[T]) handle(l *lane[T], envs []envelope[T]) bool {
 // countAttempt records a failure of e alone and reports whether it used up
 // MaxAttempts; if not, Ready reports it until the retry settles.
 func (g *generation[T]) countAttempt(l *lane[T], e *envelope[T], cause error) (exhausted bool) {
-	now := time.Now()
-	e.attempts++
-	e.first, e.last = firstOr(e.first, now), now
-	if e.attempts >= g.c.cfg.MaxAttempts {
+	if e.fail(); e.attempts >= g.c.cfg.MaxAttempts {
 		return true
 	}
 	g.c.health.fail(l.key, fmt.Errorf("consumer: partition %d offset %d failing (attempt %d/%d): %w",
@@ -164,9 +156,7 @@ func (g *generation[T]) sort(l *lane[T], envs []envelope[T], errs []error, batch
 		case err == nil:
 			envs[i].part.done(envs[i].msg.Offset)
 		case permanent(err):
-			now := time.Now()
-			dead = append(dead, pending[T]{e: envs[i], class: classOf(err), cause: err,
-				attempts: envs[i].attempts + 1, first: firstOr(envs[i].first, now), last: now})
+			dead = append(dead, toDLQ(envs[i], err))
 		default:
 			if cause == nil || (failure.IsOutage(cause) && !failure.IsOutage(err)) {
 				cause = err
@@ -202,13 +192,6 @@ func classOf(err error) dlq.Class {
 		return dlq.Class(c)
 	}
 	return dlq.ClassInvalid
-}
-
-func firstOr(t, now time.Time) time.Time {
-	if t.IsZero() {
-		return now
-	}
-	return t
 }
 
 // newBackoff is exponential with jitter, capped, never giving up.

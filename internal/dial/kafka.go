@@ -47,16 +47,14 @@ func saslMechanism(s config.SASL) (sasl.Mechanism, error) {
 		return nil, nil
 	case config.SASLPlain:
 		return plain.Mechanism{Username: s.Username, Password: s.Password}, nil
-	case config.SASLScramSHA256:
-		m, err := scram.Mechanism(scram.SHA256, s.Username, s.Password)
-		if err != nil {
-			return nil, fmt.Errorf("dial: SCRAM-SHA-256: %w", err)
+	case config.SASLScramSHA256, config.SASLScramSHA512:
+		algo := scram.SHA256
+		if s.Mechanism == config.SASLScramSHA512 {
+			algo = scram.SHA512
 		}
-		return m, nil
-	case config.SASLScramSHA512:
-		m, err := scram.Mechanism(scram.SHA512, s.Username, s.Password)
+		m, err := scram.Mechanism(algo, s.Username, s.Password)
 		if err != nil {
-			return nil, fmt.Errorf("dial: SCRAM-SHA-512: %w", err)
+			return nil, fmt.Errorf("dial: %s: %w", s.Mechanism, err)
 		}
 		return m, nil
 	}

@@ -2,9 +2,7 @@ package dial
 
 import (
 	"context"
-	"crypto/x509"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -62,19 +60,10 @@ func MySQL(ctx context.Context, c config.MySQL, log *zap.Logger) (*gorm.DB, erro
 }
 
 func registerCustomTLS(caFile string) error {
-	pem, err := os.ReadFile(caFile)
+	tc, err := TLSConfig(config.TLS{Enabled: true, CAFile: caFile})
 	if err != nil {
-		return fmt.Errorf("dial: read MYSQL_TLS_CA_FILE: %w", err)
+		return fmt.Errorf("MYSQL_TLS_CA_FILE: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("dial: MYSQL_TLS_CA_FILE %s holds no PEM certificate", caFile)
-	}
-	tc, err := TLSConfig(config.TLS{Enabled: true})
-	if err != nil {
-		return err
-	}
-	tc.RootCAs = pool
 	if err := mysql.RegisterTLSConfig("custom", tc); err != nil {
 		return fmt.Errorf("dial: register MySQL TLS config: %w", err)
 	}

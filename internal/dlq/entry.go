@@ -19,15 +19,15 @@ type Entry struct {
 	Record
 	// EventID is the value's event_id; for a malformed value, its event_id
 	// field when that is still a well-formed id, else "".
-	EventID string
+	EventID string `json:"event_id"`
 	// Merchant is the value's merchant_id; for a malformed value, the message
 	// key, else UnknownMerchant.
-	Merchant string
+	Merchant string `json:"merchant"`
 	// Err is set (wrapping ErrNotRecord) when the message lacks the dead-letter
 	// headers: such a message is listed and counted, never replayed.
-	Err error
+	Err error `json:"-"`
 	// Copies is how many records of the topic carry this message (Summarize).
-	Copies int
+	Copies int `json:"copies"`
 }
 
 func inspect(m kafka.Message) Entry {

@@ -48,25 +48,26 @@ const maxMessageLen = 1024
 // provenance, so copies of one message share a partition and compaction
 // keeps one of them.
 type Record struct {
-	Key, Value        []byte // the original message's
-	OriginalTopic     string
-	OriginalPartition int
-	OriginalOffset    int64
-	OriginalTime      time.Time
-	Group             string
-	Class             Class
-	Message           string
-	Attempts          int
-	FirstFailure      time.Time
-	LastFailure       time.Time
-	ReplayCount       int            // how many times this payload was replayed before it failed again
-	ReplayJob         string         // the replay job that last sent it, if any
-	Headers           []kafka.Header // the original message's other headers
+	Key               []byte         `json:"-"` // the original message's
+	Value             []byte         `json:"-"`
+	OriginalTopic     string         `json:"original_topic"`
+	OriginalPartition int            `json:"original_partition"`
+	OriginalOffset    int64          `json:"original_offset"`
+	OriginalTime      time.Time      `json:"-"`
+	Group             string         `json:"consumer_group,omitempty"`
+	Class             Class          `json:"error_class"`
+	Message           string         `json:"error_message"`
+	Attempts          int            `json:"attempts"`
+	FirstFailure      time.Time      `json:"first_failure,omitzero"`
+	LastFailure       time.Time      `json:"last_failure,omitzero"`
+	ReplayCount       int            `json:"replay_count"`         // how many times this payload was replayed before it failed again
+	ReplayJob         string         `json:"replay_job,omitempty"` // the replay job that last sent it, if any
+	Headers           []kafka.Header `json:"-"`                    // the original message's other headers
 
 	// Where the record sits in the DLQ topic; set by FromMessage.
-	Partition int
-	Offset    int64
-	Time      time.Time
+	Partition int       `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Time      time.Time `json:"time,omitzero"`
 }
 
 // FromFailure builds the record for a message that failed. Replay headers on
@@ -101,31 +102,69 @@ func (r Record) Provenance() string {
 	return r.OriginalTopic + "/" + strconv.Itoa(r.OriginalPartition) + "/" + strconv.FormatInt(r.OriginalOffset, 10)
 }
 
+// fields are the record's headers, in the order they are written.
+func (r *Record) fields() []field {
+	return []field{{HeaderOriginalTopic, &r.OriginalTopic}, {HeaderOriginalPartition, &r.OriginalPartition},
+		{HeaderOriginalOffset, &r.OriginalOffset}, {HeaderOriginalTime, &r.OriginalTime}, {HeaderGroup, &r.Group},
+		{HeaderErrorClass, &r.Class}, {HeaderErrorMessage, &r.Message}, {HeaderAttempts, &r.Attempts},
+		{HeaderFirstFailure, &r.FirstFailure}, {HeaderLastFailure, &r.LastFailure},
+		{HeaderReplayCount, &r.ReplayCount}, {HeaderReplayJob, &r.ReplayJob}}
+}
+
+type field struct {
+	name string
+	p    any // *string, *Class, *int, *int64 or *time.Time
+}
+
+func (f field) String() string {
+	switch p := f.p.(type) {
+	case *string:
+		return *p
+	case *Class:
+		return string(*p)
+	case *int:
+		return strconv.Itoa(*p)
+	case *int64:
+		return strconv.FormatInt(*p, 10)
+	case *time.Time:
+		if p.IsZero() {
+			return ""
+		}
+		return p.UTC().Format(timeLayout)
+	}
+	panic("dlq: field type")
+}
+
+func (f field) set(v string) (err error) {
+	switch p := f.p.(type) {
+	case *string:
+		*p = v
+	case *Class:
+		*p = Class(v)
+	case *int:
+		*p, err = strconv.Atoi(v)
+	case *int64:
+		*p, err = strconv.ParseInt(v, 10, 64)
+	case *time.Time:
+		if v != "" {
+			*p, err = time.Parse(timeLayout, v)
+		}
+	}
+	return err
+}
+
 // KafkaMessage renders the record for the DLQ topic (Topic left to the
 // writer), keyed by its provenance.
 func (r Record) KafkaMessage() kafka.Message {
-	msg := r.Message
-	if len(msg) > maxMessageLen {
-		msg = msg[:maxMessageLen]
-	}
+	r.Message = r.Message[:min(len(r.Message), maxMessageLen)]
 	h := append([]kafka.Header(nil), r.Headers...)
-	add := func(k, v string) { h = append(h, kafka.Header{Key: k, Value: []byte(v)}) }
 	if r.Key != nil {
 		h = append(h, kafka.Header{Key: HeaderOriginalKey, Value: r.Key})
 	}
-	add(HeaderOriginalTopic, r.OriginalTopic)
-	add(HeaderOriginalPartition, strconv.Itoa(r.OriginalPartition))
-	add(HeaderOriginalOffset, strconv.FormatInt(r.OriginalOffset, 10))
-	add(HeaderOriginalTime, formatTime(r.OriginalTime))
-	add(HeaderGroup, r.Group)
-	add(HeaderErrorClass, string(r.Class))
-	add(HeaderErrorMessage, msg)
-	add(HeaderAttempts, strconv.Itoa(r.Attempts))
-	add(HeaderFirstFailure, formatTime(r.FirstFailure))
-	add(HeaderLastFailure, formatTime(r.LastFailure))
-	add(HeaderReplayCount, strconv.Itoa(r.ReplayCount))
-	if r.ReplayJob != "" {
-		add(HeaderReplayJob, r.ReplayJob)
+	for _, f := range r.fields() {
+		if f.name != HeaderReplayJob || r.ReplayJob != "" {
+			h = append(h, kafka.Header{Key: f.name, Value: []byte(f.String())})
+		}
 	}
 	return kafka.Message{Key: []byte(r.Provenance()), Value: r.Value, Headers: h}
 }
@@ -138,43 +177,21 @@ func FromMessage(m kafka.Message) (Record, error) {
 	r := Record{Value: m.Value, Partition: m.Partition, Offset: m.Offset, Time: m.Time}
 	var key []byte
 	var errs []error
+	fields := map[string]field{}
+	for _, f := range r.fields() {
+		fields[f.name] = f
+	}
 	seen := map[string]bool{}
 	for _, h := range m.Headers {
-		v := string(h.Value)
 		seen[h.Key] = true
-		var err error
-		switch h.Key {
-		case HeaderOriginalKey:
+		if f, ok := fields[h.Key]; ok {
+			if err := f.set(string(h.Value)); err != nil {
+				errs = append(errs, fmt.Errorf("header %s=%q: %w", h.Key, h.Value, err))
+			}
+		} else if h.Key == HeaderOriginalKey {
 			key = h.Value
-		case HeaderOriginalTopic:
-			r.OriginalTopic = v
-		case HeaderOriginalPartition:
-			r.OriginalPartition, err = strconv.Atoi(v)
-		case HeaderOriginalOffset:
-			r.OriginalOffset, err = strconv.ParseInt(v, 10, 64)
-		case HeaderOriginalTime:
-			r.OriginalTime, err = parseTime(v)
-		case HeaderGroup:
-			r.Group = v
-		case HeaderErrorClass:
-			r.Class = Class(v)
-		case HeaderErrorMessage:
-			r.Message = v
-		case HeaderAttempts:
-			r.Attempts, err = strconv.Atoi(v)
-		case HeaderFirstFailure:
-			r.FirstFailure, err = parseTime(v)
-		case HeaderLastFailure:
-			r.LastFailure, err = parseTime(v)
-		case HeaderReplayCount:
-			r.ReplayCount, err = strconv.Atoi(v)
-		case HeaderReplayJob:
-			r.ReplayJob = v
-		default:
+		} else {
 			r.Headers = append(r.Headers, h)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("header %s=%q: %w", h.Key, v, err))
 		}
 	}
 	for _, k := range []string{HeaderOriginalTopic, HeaderOriginalPartition, HeaderOriginalOffset, HeaderErrorClass} {
@@ -191,18 +208,4 @@ func FromMessage(m kafka.Message) (Record, error) {
 		r.Key = key
 	}
 	return r, nil
-}
-
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(timeLayout)
-}
-
-func parseTime(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	return time.Parse(timeLayout, s)
 }
