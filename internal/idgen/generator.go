@@ -7,39 +7,25 @@ import (
 	"time"
 )
 
-// Defaults of Options.
 const (
-	DefaultMaxBackwardWait = 5 * time.Millisecond
-	DefaultMaxWait         = time.Second
+	maxBackwardWait = 5 * time.Millisecond // a clock further back is refused at once
+	maxWait         = time.Second          // all waits of one call: longer means a broken clock
 )
 
 // Options tunes a Generator. The zero value is usable (no lease: tests, tools).
 type Options struct {
-	// Clock defaults to SystemClock. With a Lease it must be nil: the
-	// generator then uses the lease's clock, because it compares the clock
-	// with the lease's deadline.
-	Clock Clock
-	// Metrics may be nil (counted, not registered).
-	Metrics *Metrics
-	// MaxBackwardWait is how far back the clock may step and be waited out
-	// (default 5ms); further back is an immediate *ClockBackwardError.
-	MaxBackwardWait time.Duration
-	// MaxWait bounds the total waiting of one call (backward steps and
-	// sequence exhaustion together, default 1s): a clock that does not move
-	// for that long is broken, and the call fails with ErrClockStalled.
-	MaxWait time.Duration
-	// Lease gates issuance: with it, the generator issues only while the
-	// lease is valid and only timestamps the lease covers. Production sets it.
+	// Clock defaults to SystemClock; with a Lease it must be nil (the lease's
+	// clock is used, since the generator compares it with the lease's deadline).
+	Clock   Clock
+	Metrics *Metrics // nil: counted, not registered
+	// Lease gates issuance: only while it is valid and only timestamps it
+	// covers. Production sets it.
 	Lease *Lease
 }
 
-// Generator issues Snowflake IDs for one worker ID. It is safe for
-// concurrent use.
-//
-// There is no mutex: the newest issued (millisecond, sequence) pair is one
-// atomic word, and a call reserves its IDs with one compare-and-swap (a batch
-// reserves up to the rest of the millisecond at once). So nothing is ever held
-// while waiting, and a goroutine preempted mid-call cannot stall the others.
+// Generator issues Snowflake IDs for one worker ID, safe for concurrent use.
+// The newest issued (millisecond, sequence) is one atomic word and a call
+// reserves its IDs with one compare-and-swap, so nothing is held while waiting.
 type Generator struct {
 	state    atomic.Int64 // newest reserved millisecond << SequenceBits | its last sequence
 	worker   int64        // worker ID << workerShift
@@ -47,8 +33,6 @@ type Generator struct {
 	clock    Clock
 	lease    *Lease
 	m        *Metrics
-	maxBack  time.Duration
-	maxWait  time.Duration
 }
 
 // New returns a generator for workerID (0..MaxWorker).
@@ -56,38 +40,20 @@ func New(workerID int, opts Options) (*Generator, error) {
 	if workerID < 0 || workerID > MaxWorker {
 		return nil, fmt.Errorf("idgen: worker ID %d outside 0..%d", workerID, MaxWorker)
 	}
-	g := &Generator{
-		worker:   int64(workerID) << workerShift,
-		workerID: workerID,
-		clock:    opts.Clock,
-		lease:    opts.Lease,
-		m:        opts.Metrics,
-		maxBack:  opts.MaxBackwardWait,
-		maxWait:  opts.MaxWait,
-	}
-	if g.maxBack == 0 {
-		g.maxBack = DefaultMaxBackwardWait
-	}
-	if g.maxWait == 0 {
-		g.maxWait = DefaultMaxWait
-	}
-	if g.maxBack < 0 || g.maxWait < 0 {
-		return nil, errors.New("idgen: negative MaxBackwardWait or MaxWait")
-	}
+	g := &Generator{worker: int64(workerID) << workerShift, workerID: workerID, clock: opts.Clock, lease: opts.Lease, m: opts.Metrics}
 	if g.m == nil {
-		g.m = unregisteredMetrics()
+		g.m, _ = NewMetrics(nil)
 	}
-	if g.lease != nil {
-		if g.clock != nil {
+	if l := g.lease; l != nil {
+		switch {
+		case g.clock != nil:
 			return nil, errors.New("idgen: Options.Clock must be nil with a Lease (the lease's clock is used)")
-		}
-		if g.lease.workerID != workerID {
-			return nil, fmt.Errorf("idgen: lease is for worker %d, generator for %d", g.lease.workerID, workerID)
-		}
-		if !g.lease.gen.CompareAndSwap(nil, g) {
+		case l.workerID != workerID:
+			return nil, fmt.Errorf("idgen: lease is for worker %d, generator for %d", l.workerID, workerID)
+		case !l.gen.CompareAndSwap(nil, g):
 			return nil, fmt.Errorf("idgen: lease for worker %d already has a generator", workerID)
 		}
-		g.clock = g.lease.clock
+		g.clock = l.clock
 	}
 	if g.clock == nil {
 		g.clock = SystemClock()
@@ -95,11 +61,7 @@ func New(workerID int, opts Options) (*Generator, error) {
 	return g, nil
 }
 
-// WorkerID is the worker ID in every ID this generator issues.
-func (g *Generator) WorkerID() int { return g.workerID }
-
-// NextID returns a new ID, greater than every ID this generator returned
-// before. It does not allocate.
+// NextID returns a new ID, greater than every ID this generator returned before.
 func (g *Generator) NextID() (ID, error) {
 	ms, seq, _, err := g.reserve(1)
 	if err != nil {
@@ -109,10 +71,9 @@ func (g *Generator) NextID() (ID, error) {
 	return ID(ms<<timeShift | g.worker | seq), nil
 }
 
-// NextIDs fills dst with new, strictly increasing IDs, with one
-// compare-and-swap per millisecond the batch spans (a batch of up to 4096
-// usually takes one). Ledger batch inserts call it. On error dst is partly
-// filled with valid IDs; treat the batch as failed.
+// NextIDs fills dst with new, strictly increasing IDs, one compare-and-swap
+// per millisecond the batch spans. On error dst is partly filled: treat the
+// batch as failed.
 func (g *Generator) NextIDs(dst []ID) error {
 	for len(dst) > 0 {
 		ms, seq, n, err := g.reserve(len(dst))
@@ -130,9 +91,7 @@ func (g *Generator) NextIDs(dst []ID) error {
 }
 
 // reserve claims up to want consecutive sequence numbers of one millisecond.
-// The clock and the lease are checked before the sequence is touched; waits
-// happen outside any critical section (there is none) and count against
-// MaxWait.
+// The clock and the lease are checked before the state moves.
 func (g *Generator) reserve(want int) (ms, seq int64, n int, err error) {
 	var waited time.Duration
 	for {
@@ -140,15 +99,14 @@ func (g *Generator) reserve(want int) (ms, seq int64, n int, err error) {
 		// Read the clock after the state: any state we saw was made from a
 		// reading no later than ours, so a smaller ms is a real backward step.
 		now := g.clock.Now()
-		ms, err = millis(now)
-		if err != nil {
+		if ms, err = millis(now); err != nil {
 			return 0, 0, 0, err
 		}
 		lastMs, lastSeq := old>>SequenceBits, old&MaxSequence
 		switch {
 		case ms < lastMs:
 			behind := time.Duration(epochUnixNano + lastMs*int64(time.Millisecond) - now.UnixNano())
-			if behind > g.maxBack {
+			if behind > maxBackwardWait {
 				g.m.backwardRefused.Inc()
 				return 0, 0, 0, &ClockBackwardError{By: behind}
 			}
@@ -169,9 +127,8 @@ func (g *Generator) reserve(want int) (ms, seq int64, n int, err error) {
 		default:
 			seq = 0
 		}
-		// A refused call issues nothing, so it must not move the state: a
-		// clock glitch past the lease would otherwise leave the generator
-		// refusing for the glitch's length after the clock came back.
+		// A refused call must not move the state: a clock glitch past the
+		// lease would otherwise leave the generator refusing after it passed.
 		w, refused := g.checkLease(now, ms)
 		if refused != nil {
 			return 0, 0, 0, refused
@@ -181,11 +138,10 @@ func (g *Generator) reserve(want int) (ms, seq int64, n int, err error) {
 		if !g.state.CompareAndSwap(old, next) {
 			continue
 		}
-		// Release first invalidates the window, then reads the state: a
-		// window still in place after the compare-and-swap means Release
-		// sees this reservation (see Lease.releaseLocked). A changed window
-		// is checked again, and a refusal undone unless a later call has
-		// already built on it.
+		// Release invalidates the window before reading the state, so a window
+		// unchanged after the swap means Release sees this reservation. A
+		// changed one is checked again, and a refusal undone unless a later
+		// call already built on it.
 		if g.lease != nil && g.lease.window.Load() != w {
 			if _, refused := g.checkLease(now, ms); refused != nil {
 				g.state.CompareAndSwap(next, old)
@@ -197,17 +153,14 @@ func (g *Generator) reserve(want int) (ms, seq int64, n int, err error) {
 }
 
 func (g *Generator) wait(d, waited time.Duration) (time.Duration, error) {
-	waited += d
-	if waited > g.maxWait {
-		return waited, fmt.Errorf("%w: one call would wait %v (limit %v)", ErrClockStalled, waited, g.maxWait)
+	if waited += d; waited > maxWait {
+		return waited, fmt.Errorf("%w: one call would wait %v (limit %v)", ErrClockStalled, waited, maxWait)
 	}
 	g.clock.Sleep(d)
 	return waited, nil
 }
 
-// checkLease is one atomic load and a few comparisons: no Redis round trip
-// per ID. Renewal keeps the window fresh in the background (Lease.Run). It
-// returns the window it checked.
+// checkLease is one atomic load, no Redis round trip; it returns the window it checked.
 func (g *Generator) checkLease(now time.Time, ms int64) (*window, error) {
 	if g.lease == nil {
 		return nil, nil
@@ -232,11 +185,10 @@ func (g *Generator) checkLease(now time.Time, ms int64) (*window, error) {
 
 // lastMs is the newest millisecond reserved (or -1 if none).
 func (g *Generator) lastMs() int64 {
-	s := g.state.Load()
-	if s == 0 {
-		return -1
+	if s := g.state.Load(); s != 0 {
+		return s >> SequenceBits
 	}
-	return s >> SequenceBits
+	return -1
 }
 
 // millis is now in milliseconds since the epoch, within the 41 time bits.
@@ -251,7 +203,6 @@ func millis(now time.Time) (int64, error) {
 	return ms, nil
 }
 
-// fmtMs formats milliseconds since the epoch.
 func fmtMs(ms int64) string {
 	return time.UnixMilli(EpochUnixMilli + ms).UTC().Format(time.RFC3339Nano)
 }

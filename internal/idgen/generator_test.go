@@ -42,8 +42,6 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"worker below range", -1, Options{}},
 		{"worker above range", MaxWorker + 1, Options{}},
-		{"negative backward wait", 1, Options{MaxBackwardWait: -1}},
-		{"negative max wait", 1, Options{MaxWait: -1}},
 		{"clock and lease", 1, Options{Clock: fc, Lease: &Lease{workerID: 1, clock: fc}}},
 		{"lease of another worker", 1, Options{Lease: &Lease{workerID: 2, clock: fc}}},
 	}
@@ -65,13 +63,13 @@ func TestNextIDLayout(t *testing.T) {
 	fc := newFakeClock(testStart.Add(250 * time.Microsecond))
 	g := newTestGenerator(t, 513, Options{Clock: fc})
 	for seq := range 3 {
-		p := Decode(mustNext(t, g))
+		p := decode(mustNext(t, g))
 		if !p.Time.Equal(testStart) || p.Worker != 513 || p.Sequence != seq {
 			t.Fatalf("ID %d decodes to %+v", seq, p)
 		}
 	}
 	fc.Add(time.Millisecond)
-	if p := Decode(mustNext(t, g)); !p.Time.Equal(testStart.Add(time.Millisecond)) || p.Sequence != 0 {
+	if p := decode(mustNext(t, g)); !p.Time.Equal(testStart.Add(time.Millisecond)) || p.Sequence != 0 {
 		t.Fatalf("new millisecond: %+v", p)
 	}
 }
@@ -88,7 +86,7 @@ func TestSequenceExhaustionWaitsForNextMillisecond(t *testing.T) {
 		}
 		last = id
 	}
-	p := Decode(last)
+	p := decode(last)
 	if !p.Time.Equal(testStart.Add(time.Millisecond)) || p.Sequence != 0 {
 		t.Fatalf("4097th ID: %+v, want next millisecond, sequence 0", p)
 	}
@@ -134,7 +132,7 @@ func TestClockBackward(t *testing.T) {
 				if sleeps != 1 || maxSleep != tt.back {
 					t.Fatalf("slept %d times, %v; want once, %v", sleeps, maxSleep, tt.back)
 				}
-				if p := Decode(id); id <= first || p.Sequence != 1 {
+				if p := decode(id); id <= first || p.Sequence != 1 {
 					t.Fatalf("after the wait: %d (%+v), first %d", id, p, first)
 				}
 				if counterValue(m.backwardWaited) != 1 {
@@ -155,7 +153,7 @@ func TestClockBackward(t *testing.T) {
 			// The refusal did not touch the sequence: once the clock is back,
 			// the same millisecond continues at sequence 1.
 			fc.Add(tt.back)
-			if p := Decode(mustNext(t, g)); !p.Time.Equal(testStart) || p.Sequence != 1 {
+			if p := decode(mustNext(t, g)); !p.Time.Equal(testStart) || p.Sequence != 1 {
 				t.Fatalf("after the clock returned: %+v", p)
 			}
 		})
@@ -169,11 +167,11 @@ func TestTimeRange(t *testing.T) {
 		at      time.Time
 		wantErr error
 	}{
-		{"epoch", Epoch(), nil},
+		{"epoch", epoch(), nil},
 		{"last millisecond", last.Add(999 * time.Microsecond), nil},
 		{"bits exhausted", last.Add(time.Millisecond), ErrTimeExhausted},
 		{"far future", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), ErrTimeExhausted},
-		{"before epoch", Epoch().Add(-time.Nanosecond), ErrClockBeforeEpoch},
+		{"before epoch", epoch().Add(-time.Nanosecond), ErrClockBeforeEpoch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,8 +180,8 @@ func TestTimeRange(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("NextID = %d, %v; want %v", id, err, tt.wantErr)
 			}
-			if err == nil && (id < 0 || !Decode(id).Time.Equal(tt.at.Truncate(time.Millisecond))) {
-				t.Fatalf("ID %d decodes to %+v", id, Decode(id))
+			if err == nil && (id < 0 || !decode(id).Time.Equal(tt.at.Truncate(time.Millisecond))) {
+				t.Fatalf("ID %d decodes to %+v", id, decode(id))
 			}
 		})
 	}
@@ -196,7 +194,7 @@ func (c stuckClock) Now() time.Time      { return c.t }
 func (c stuckClock) Sleep(time.Duration) {}
 
 func TestStalledClockIsBounded(t *testing.T) {
-	g := newTestGenerator(t, 1, Options{Clock: stuckClock{testStart}, MaxWait: 20 * time.Millisecond})
+	g := newTestGenerator(t, 1, Options{Clock: stuckClock{testStart}})
 	dst := make([]ID, MaxSequence+1)
 	if err := g.NextIDs(dst); err != nil {
 		t.Fatal(err)
@@ -220,14 +218,14 @@ func TestNextIDsBatch(t *testing.T) {
 	}
 	prev := first
 	for i, id := range dst {
-		if id <= prev || Decode(id).Worker != 9 {
+		if id <= prev || decode(id).Worker != 9 {
 			t.Fatalf("dst[%d] = %d after %d", i, id, prev)
 		}
 		prev = id
 	}
 	// 1 + 10000 IDs on a clock that moves only when slept on: 3 milliseconds,
 	// the last one partly used.
-	if p := Decode(dst[len(dst)-1]); !p.Time.Equal(testStart.Add(2*time.Millisecond)) || p.Sequence != 10000-2*4096 {
+	if p := decode(dst[len(dst)-1]); !p.Time.Equal(testStart.Add(2*time.Millisecond)) || p.Sequence != 10000-2*4096 {
 		t.Fatalf("last of batch: %+v", p)
 	}
 	if sleeps, _, _ := fc.stats(); sleeps != 2 {
@@ -392,7 +390,7 @@ func TestRefusedCallLeavesNoTrace(t *testing.T) {
 				t.Fatalf("NextID once the cause is gone: %v", err)
 			}
 			if id != first+1 {
-				t.Fatalf("NextID = %d (%+v), want %d: the refused calls moved the generator", id, Decode(id), first+1)
+				t.Fatalf("NextID = %d (%+v), want %d: the refused calls moved the generator", id, decode(id), first+1)
 			}
 			if sleeps, _, _ := fc.stats(); sleeps != 0 {
 				t.Fatalf("slept %d times", sleeps)

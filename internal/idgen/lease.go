@@ -3,9 +3,11 @@ package idgen
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,23 +18,35 @@ import (
 	"github.com/quotaflow/billing/internal/keyspace"
 )
 
-// Defaults of LeaseOptions.
 const (
-	DefaultLeaseTTL     = 30 * time.Second
-	DefaultMaxStartWait = 3 * time.Second
-	minLeaseTTL         = 100 * time.Millisecond
+	defaultLeaseTTL = 30 * time.Second
+	minLeaseTTL     = 100 * time.Millisecond
+	// maxStartWait bounds how long a new holder waits for its clock to pass
+	// the previous holders' high-water mark; longer is a *StartWaitError.
+	maxStartWait = 3 * time.Second
 )
 
-// Holder identifies a lease holder; it is stored in the lease value and named
-// in the error a refused start returns.
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed renew.lua
+	renewSrc string
+	//go:embed release.lua
+	releaseSrc string
+
+	acquireScript = redis.NewScript(acquireSrc)
+	renewScript   = redis.NewScript(renewSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+)
+
+// Holder identifies a lease holder: stored in the lease value, named by a *HeldError.
 type Holder struct {
 	Pod   string    `json:"pod"`
 	IP    string    `json:"ip"`
 	Since time.Time `json:"since"`
 }
 
-// leaseValue is the lease key's value: the holder and the random token of
-// this holding (JSON, so operators can read it with GET).
+// leaseValue is the lease key's value (JSON, so operators can read it with GET).
 type leaseValue struct {
 	Holder
 	Token string `json:"token"`
@@ -40,23 +54,14 @@ type leaseValue struct {
 
 // LeaseOptions tunes a Lease.
 type LeaseOptions struct {
-	// TTL of the lease key (default 30s, at least 100ms). Run renews at TTL/3.
-	TTL time.Duration
-	// MaxStartWait bounds how long a new holder waits for its clock to pass
-	// the previous holders' high-water mark (default 3s); a longer wait is a
-	// *StartWaitError.
-	MaxStartWait time.Duration
-	// Clock defaults to SystemClock; a Generator using this lease shares it.
-	Clock Clock
-	// Metrics may be nil (counted, not registered).
-	Metrics *Metrics
+	TTL     time.Duration // of the lease key (default 30s, at least 100ms); Run renews at TTL/3
+	Clock   Clock         // default SystemClock; a Generator using this lease shares it
+	Metrics *Metrics      // nil: counted, not registered
 }
 
-// Lease is a worker ID leased in Redis. See the package doc for the protocol.
-//
-// The hot path (Generator.NextID) reads only window, one atomic pointer:
-// validity is a local deadline computed from the last successful renewal, not
-// a Redis call per ID.
+// Lease is a worker ID leased in Redis (see the package doc). The generator
+// reads only window, one atomic pointer: validity is a local deadline from
+// the last successful renewal, not a Redis call per ID.
 type Lease struct {
 	rdb      redis.Scripter
 	key      string
@@ -67,9 +72,7 @@ type Lease struct {
 	m        *Metrics
 	logger   *zap.Logger
 
-	acquire, renew, release *redis.Script // lease_protocol.go
-
-	ttl, renewEvery, retryEvery, margin, maxStartWait time.Duration
+	ttl, renewEvery, retryEvery, margin time.Duration
 
 	window  atomic.Pointer[window]    // nil: do not issue
 	gen     atomic.Pointer[Generator] // the one generator gated by this lease
@@ -85,8 +88,8 @@ type Lease struct {
 	closed     bool
 }
 
-// window is what the generator checks on every call: issue while now is
-// before validUntil and minMs < timestamp <= maxMs (ms since the epoch).
+// window: issue while now is before validUntil and minMs < timestamp <= maxMs
+// (ms since the epoch).
 type window struct {
 	validUntil   time.Time
 	minMs, maxMs int64
@@ -95,13 +98,31 @@ type window struct {
 // AcquireLease takes worker ID workerID for holder, or fails with a
 // *HeldError naming the live holder (it never takes a lease over). If the
 // previous holders' high-water mark is ahead of this clock it waits past it,
-// up to opts.MaxStartWait, else fails with a *StartWaitError. The lease is
-// valid on return; call Run to keep it so, and Release (or end Run) to give
-// it back.
+// up to 3s, else fails with a *StartWaitError. The lease is valid on return;
+// call Run to keep it so, and Release (or end Run) to give it back.
 func AcquireLease(ctx context.Context, rdb redis.Scripter, keys keyspace.Keyspace, workerID int, holder Holder, logger *zap.Logger, opts LeaseOptions) (*Lease, error) {
-	l, err := newLease(rdb, keys, workerID, holder, logger, opts)
-	if err != nil {
-		return nil, err
+	switch {
+	case rdb == nil:
+		return nil, errors.New("idgen: nil Redis client")
+	case workerID < 0 || workerID > MaxWorker:
+		return nil, fmt.Errorf("idgen: worker ID %d outside 0..%d", workerID, MaxWorker)
+	case opts.TTL == 0:
+		opts.TTL = defaultLeaseTTL
+	case opts.TTL < minLeaseTTL:
+		return nil, fmt.Errorf("idgen: lease TTL %v below %v", opts.TTL, minLeaseTTL)
+	}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics, _ = NewMetrics(nil)
+	}
+	key := keys.WorkerLease(workerID)
+	l := &Lease{
+		rdb: rdb, key: key, hwmKey: hwmKeyOf(key), workerID: workerID, holder: holder,
+		clock: opts.Clock, m: opts.Metrics, logger: logger,
+		ttl: opts.TTL, renewEvery: opts.TTL / 3, retryEvery: opts.TTL / 10, margin: opts.TTL / 20,
+		done: make(chan struct{}),
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -117,69 +138,9 @@ func AcquireLease(ctx context.Context, rdb redis.Scripter, keys keyspace.Keyspac
 	return l, nil
 }
 
-func newLease(rdb redis.Scripter, keys keyspace.Keyspace, workerID int, holder Holder, logger *zap.Logger, opts LeaseOptions) (*Lease, error) {
-	if rdb == nil {
-		return nil, errors.New("idgen: nil Redis client")
-	}
-	if workerID < 0 || workerID > MaxWorker {
-		return nil, fmt.Errorf("idgen: worker ID %d outside 0..%d", workerID, MaxWorker)
-	}
-	if opts.TTL == 0 {
-		opts.TTL = DefaultLeaseTTL
-	}
-	if opts.TTL < minLeaseTTL {
-		return nil, fmt.Errorf("idgen: lease TTL %v below %v", opts.TTL, minLeaseTTL)
-	}
-	if opts.MaxStartWait == 0 {
-		opts.MaxStartWait = DefaultMaxStartWait
-	}
-	if opts.MaxStartWait < 0 {
-		return nil, errors.New("idgen: negative MaxStartWait")
-	}
-	if opts.Clock == nil {
-		opts.Clock = SystemClock()
-	}
-	if opts.Metrics == nil {
-		opts.Metrics = unregisteredMetrics()
-	}
-	if logger == nil {
-		logger = zap.NewNop()
-	}
-	if holder.Since.IsZero() {
-		holder.Since = opts.Clock.Now()
-	}
-	key := keys.WorkerLease(workerID)
-	return &Lease{
-		rdb:          rdb,
-		acquire:      redis.NewScript(acquireSrc),
-		renew:        redis.NewScript(renewSrc),
-		release:      redis.NewScript(releaseSrc),
-		key:          key,
-		hwmKey:       hwmKeyOf(key),
-		workerID:     workerID,
-		holder:       holder,
-		clock:        opts.Clock,
-		m:            opts.Metrics,
-		logger:       logger.With(zap.Int("worker_id", workerID)),
-		ttl:          opts.TTL,
-		renewEvery:   opts.TTL / 3,
-		retryEvery:   opts.TTL / 10,
-		margin:       opts.TTL / 20,
-		maxStartWait: opts.MaxStartWait,
-		done:         make(chan struct{}),
-	}, nil
-}
-
 // hwmKeyOf names the high-water-mark hash of a lease key. Its hash tag is the
-// whole lease key, so in a Redis Cluster both keys share a slot and one
-// script may touch both (a key without braces hashes as a whole).
+// whole lease key, so in a Redis Cluster one script may touch both.
 func hwmKeyOf(leaseKey string) string { return leaseKey + ":hwm{" + leaseKey + "}" }
-
-// WorkerID is the leased worker ID.
-func (l *Lease) WorkerID() int { return l.workerID }
-
-// Holder is this lease's holder identity.
-func (l *Lease) Holder() Holder { return l.holder }
 
 // Valid reports whether IDs may be issued now (for readiness probes).
 func (l *Lease) Valid() bool {
@@ -187,41 +148,105 @@ func (l *Lease) Valid() bool {
 	return w != nil && l.clock.Now().Before(w.validUntil)
 }
 
-// waitPastHighWater waits (renewing) until the clock is past minUnix, or
+// waitPastHighWater waits, renewing, until the clock is past minUnix, or
 // fails when that is further away than maxStartWait.
 func (l *Lease) waitPastHighWater(ctx context.Context) error {
 	target := time.UnixMilli(l.minUnix + 1)
-	wait := target.Sub(l.clock.Now())
-	if wait <= 0 {
-		return nil
-	}
-	if wait > l.maxStartWait {
-		return &StartWaitError{WorkerID: l.workerID, HighWater: time.UnixMilli(l.minUnix), Wait: wait, Max: l.maxStartWait}
-	}
-	l.logger.Warn("idgen: waiting for the clock to pass the previous holder's high-water mark",
-		zap.Time("high_water", time.UnixMilli(l.minUnix)), zap.Duration("wait", wait))
 	for waited := time.Duration(0); ; {
-		remaining := target.Sub(l.clock.Now())
-		if remaining <= 0 {
+		wait := target.Sub(l.clock.Now())
+		if wait <= 0 {
 			return nil
 		}
-		if waited > l.maxStartWait {
-			return &StartWaitError{WorkerID: l.workerID, HighWater: time.UnixMilli(l.minUnix), Wait: remaining, Max: l.maxStartWait}
+		if wait > maxStartWait || waited > maxStartWait {
+			return &StartWaitError{WorkerID: l.workerID, HighWater: time.UnixMilli(l.minUnix), Wait: wait, Max: maxStartWait}
 		}
-		step := min(remaining, l.renewEvery)
+		if waited == 0 {
+			l.logger.Warn("idgen: waiting for the clock to pass the previous holder's high-water mark",
+				zap.Time("high_water", time.UnixMilli(l.minUnix)), zap.Duration("wait", wait))
+		}
+		step := min(wait, l.renewEvery)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("idgen: waiting past high-water mark: %w", ctx.Err())
 		case <-time.After(step):
 		}
 		waited += step
-		lost, err := l.renewLocked(ctx)
-		if err != nil {
+		if lost, err := l.renewLocked(ctx); err != nil {
 			return err
-		}
-		if lost {
+		} else if lost {
 			return fmt.Errorf("%w: worker %d lost while waiting past the high-water mark", ErrLeaseNotValid, l.workerID)
 		}
+	}
+}
+
+// Run keeps the lease: it renews at TTL/3 (retrying failures at TTL/10; if
+// none succeeds before the local deadline, issuance stops by itself), and
+// after a loss re-acquires the worker ID as soon as it is free. It returns
+// when ctx ends, after releasing the lease, or when Release is called.
+func (l *Lease) Run(ctx context.Context) error {
+	if !l.running.CompareAndSwap(false, true) {
+		return errors.New("idgen: Lease.Run called twice")
+	}
+	timer := time.NewTimer(l.renewEvery)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.renewEvery)
+			defer cancel()
+			err := l.Release(rctx)
+			if errors.Is(err, ErrLeaseNotHeld) {
+				l.logger.Warn("idgen: lease was no longer ours at shutdown", zap.Error(err))
+				return nil
+			}
+			return err
+		case <-l.done:
+			return nil
+		case <-timer.C:
+		}
+		timer.Reset(l.tick(ctx))
+	}
+}
+
+// tick renews or re-acquires once and says when to come back.
+func (l *Lease) tick(ctx context.Context) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return l.renewEvery
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.renewEvery)
+	defer cancel()
+	if l.value != "" {
+		lost, err := l.renewLocked(ctx)
+		switch {
+		case err != nil:
+			l.m.renewError.Inc()
+			var until time.Time
+			if w := l.window.Load(); w != nil {
+				until = w.validUntil
+			}
+			l.logger.Warn("idgen: lease renewal failed; retrying", zap.Error(err), zap.Time("valid_until", until))
+			return l.retryEvery
+		case !lost:
+			return l.renewEvery
+		}
+		l.m.renewLost.Inc()
+		l.window.Store(nil)
+		l.value = ""
+		l.logger.Error("idgen: worker lease lost (key gone or taken); ID issuance stopped until re-acquired")
+	}
+	err := l.acquireLocked(ctx)
+	switch {
+	case err == nil:
+		l.logger.Info("idgen: worker lease re-acquired; ID issuance resumes", l.fields()...)
+		return l.renewEvery
+	case errors.Is(err, ErrWorkerHeld):
+		l.logger.Warn("idgen: worker lease held by another holder; will retry", zap.Error(err))
+		return l.renewEvery
+	default:
+		l.logger.Warn("idgen: worker lease re-acquisition failed; will retry", zap.Error(err))
+		return l.retryEvery
 	}
 }
 
@@ -239,19 +264,117 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.releaseLocked(ctx)
 }
 
-func (l *Lease) fields() []zap.Field {
-	return []zap.Field{
-		zap.String("pod", l.holder.Pod),
-		zap.String("ip", l.holder.IP),
-		zap.Time("since", l.holder.Since),
-		zap.Int64("min_unix_ms", l.minUnix),
+// The three Redis steps of a holding follow; callers hold l.mu.
+
+// acquireLocked runs the acquire script and, on success, publishes a window
+// that starts after the previous holders' high-water mark.
+func (l *Lease) acquireLocked(ctx context.Context) error {
+	token := rand.Text()
+	raw, err := json.Marshal(leaseValue{Holder: l.holder, Token: token})
+	if err != nil {
+		return fmt.Errorf("idgen: encode lease value: %w", err)
 	}
+	sent := l.clock.Now()
+	res, err := acquireScript.Run(ctx, l.rdb, []string{l.key, l.hwmKey},
+		string(raw), l.ttl.Milliseconds(), sent.UnixMilli(), token).Slice()
+	if err != nil {
+		return fmt.Errorf("idgen: acquire worker %d: %w", l.workerID, err)
+	}
+	if len(res) == 3 && res[0] == int64(0) {
+		held, _ := res[1].(string)
+		pttl, _ := res[2].(int64)
+		var v leaseValue
+		_ = json.Unmarshal([]byte(held), &v) // unparsable: the error shows Raw instead
+		return &HeldError{WorkerID: l.workerID, Holder: v.Holder, Raw: held, ExpiresIn: time.Duration(pttl) * time.Millisecond}
+	}
+	if len(res) != 4 {
+		return fmt.Errorf("idgen: acquire worker %d: unexpected reply %v", l.workerID, res)
+	}
+	prev, err1 := replyInt(res[1])
+	by, _ := res[2].(string)
+	hwm, err2 := replyInt(res[3])
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("idgen: acquire worker %d: %w", l.workerID, err)
+	}
+	if by == "" || by != l.wroteToken {
+		// Another holder wrote the mark: our IDs must come after it. (If we
+		// wrote it ourselves, our generator's own order already suffices.)
+		l.floorUnix = max(l.floorUnix, prev)
+		l.minUnix = max(l.minUnix, prev)
+	}
+	l.value, l.token, l.wroteToken = string(raw), token, token
+	l.publish(sent, hwm)
+	l.m.leaseAcquired.Inc()
+	return nil
 }
 
-func newToken() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("idgen: random token: %w", err)
+// renewLocked extends the lease and the high-water mark. lost is true when
+// the key is gone or not ours.
+func (l *Lease) renewLocked(ctx context.Context) (lost bool, err error) {
+	sent := l.clock.Now()
+	res, err := renewScript.Run(ctx, l.rdb, []string{l.key, l.hwmKey},
+		l.value, l.ttl.Milliseconds(), sent.UnixMilli(), l.token).Text()
+	if err != nil {
+		return false, fmt.Errorf("idgen: renew worker %d: %w", l.workerID, err)
 	}
-	return hex.EncodeToString(b[:]), nil
+	if res == "" {
+		return true, nil
+	}
+	hwm, err := replyInt(res)
+	if err != nil {
+		return false, fmt.Errorf("idgen: renew worker %d: %w", l.workerID, err)
+	}
+	l.publish(sent, hwm)
+	return false, nil
+}
+
+// publish makes the holding usable until sent+TTL-margin (sent is read
+// before the request, so Redis's own expiry comes later; the margin absorbs
+// clock-rate drift) for timestamps up to hwm, which is already in Redis.
+func (l *Lease) publish(sent time.Time, hwmUnix int64) {
+	l.window.Store(&window{
+		validUntil: sent.Add(l.ttl - l.margin),
+		minMs:      l.minUnix - EpochUnixMilli,
+		maxMs:      hwmUnix - EpochUnixMilli,
+	})
+}
+
+// releaseLocked stops issuance and gives the lease back (see Release).
+func (l *Lease) releaseLocked(ctx context.Context) error {
+	// Invalidate first, then read the generator's state: a call that saw the
+	// window valid reserved its millisecond before this point (see
+	// Generator.reserve), so lastMs covers it.
+	l.window.Store(nil)
+	if l.value == "" {
+		return nil
+	}
+	value := l.value
+	l.value = ""
+	mark := l.floorUnix
+	if g := l.gen.Load(); g != nil {
+		if ms := g.lastMs(); ms >= 0 {
+			mark = max(mark, ms+EpochUnixMilli)
+		}
+	}
+	n, err := releaseScript.Run(ctx, l.rdb, []string{l.key, l.hwmKey}, value, mark, l.token).Int()
+	if err != nil {
+		return fmt.Errorf("idgen: release worker %d: %w", l.workerID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: worker %d", ErrLeaseNotHeld, l.workerID)
+	}
+	l.wroteToken = l.token
+	l.logger.Info("idgen: worker lease released", zap.Time("high_water", time.UnixMilli(mark)))
+	return nil
+}
+
+func (l *Lease) fields() []zap.Field {
+	return []zap.Field{zap.String("pod", l.holder.Pod), zap.String("ip", l.holder.IP),
+		zap.Time("since", l.holder.Since), zap.Int64("min_unix_ms", l.minUnix)}
+}
+
+// replyInt parses the scripts' numbers (formatted as strings, beyond Lua's integer range).
+func replyInt(v any) (int64, error) {
+	s, _ := v.(string)
+	return strconv.ParseInt(s, 10, 64)
 }

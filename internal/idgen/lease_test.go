@@ -255,12 +255,12 @@ func TestLeaseRestartWaitsPastHighWater(t *testing.T) {
 		t.Fatalf("second Release: %v", err)
 	}
 
-	b := acquire(t, r, 10, holderB, LeaseOptions{TTL: 2 * time.Second, MaxStartWait: 5 * time.Second})
+	b := acquire(t, r, 10, holderB, LeaseOptions{TTL: 2 * time.Second})
 	gb := newTestGenerator(t, 10, Options{Lease: b})
 	bFirst := mustNext(t, gb)
-	if bFirst <= aLast || Decode(bFirst).Time.Compare(Decode(aLast).Time) <= 0 {
+	if bFirst <= aLast || decode(bFirst).Time.Compare(decode(aLast).Time) <= 0 {
 		t.Fatalf("B's first ID %d (%v) not in a later millisecond than A's last %d (%v)",
-			bFirst, Decode(bFirst).Time, aLast, Decode(aLast).Time)
+			bFirst, decode(bFirst).Time, aLast, decode(aLast).Time)
 	}
 }
 
@@ -283,7 +283,7 @@ func TestLeaseCrashRestartWaitsPastHighWater(t *testing.T) {
 	var b *Lease
 	eventually(t, 4*ttl, "the crashed holder's lease expires", func() bool {
 		var err error
-		b, err = AcquireLease(context.Background(), r.Client, r.Keys, 11, holderB, zap.NewNop(), LeaseOptions{TTL: ttl, MaxStartWait: 5 * time.Second})
+		b, err = AcquireLease(context.Background(), r.Client, r.Keys, 11, holderB, zap.NewNop(), LeaseOptions{TTL: ttl})
 		if err != nil && !errors.Is(err, ErrWorkerHeld) {
 			t.Fatal(err)
 		}
@@ -308,7 +308,7 @@ func TestLeaseRestartClockFarBackRefused(t *testing.T) {
 	}
 	markBefore, _ := hwmOf(t, r, 12)
 
-	_, err := AcquireLease(ctx, r.Client, r.Keys, 12, holderB, zap.NewNop(), LeaseOptions{TTL: time.Second, MaxStartWait: 3 * time.Second})
+	_, err := AcquireLease(ctx, r.Client, r.Keys, 12, holderB, zap.NewNop(), LeaseOptions{TTL: time.Second})
 	var sw *StartWaitError
 	if !errors.Is(err, ErrStartWaitTooLong) || !errors.As(err, &sw) {
 		t.Fatalf("AcquireLease = %v, want *StartWaitError", err)
@@ -363,10 +363,9 @@ func TestLeaseOptionsValidated(t *testing.T) {
 		worker int
 		opts   LeaseOptions
 	}{
-		"nil client":     {nil, 1, LeaseOptions{}},
-		"worker range":   {r.Client, 1024, LeaseOptions{}},
-		"ttl too short":  {r.Client, 1, LeaseOptions{TTL: 10 * time.Millisecond}},
-		"negative waits": {r.Client, 1, LeaseOptions{MaxStartWait: -1}},
+		"nil client":    {nil, 1, LeaseOptions{}},
+		"worker range":  {r.Client, 1024, LeaseOptions{}},
+		"ttl too short": {r.Client, 1, LeaseOptions{TTL: 10 * time.Millisecond}},
 	} {
 		if _, err := AcquireLease(ctx, tc.rdb, r.Keys, tc.worker, holderA, nil, tc.opts); err == nil {
 			t.Errorf("%s: accepted", name)
