@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -21,20 +20,7 @@ import (
 )
 
 func main() {
-	fs := flag.NewFlagSet("billing-worker", flag.ContinueOnError)
-	brokers := fs.String("brokers", "", "override KAFKA_BROKERS")
-	httpAddr := fs.String("http-addr", "", "override HTTP_ADDR")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		os.Exit(2)
-	}
-	overrides := map[string]string{"KAFKA_BROKERS": *brokers, "HTTP_ADDR": *httpAddr}
-	getenv := func(k string) string {
-		if v := overrides[k]; v != "" {
-			return v
-		}
-		return os.Getenv(k)
-	}
-	if err := run(getenv); err != nil {
+	if err := run(os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "billing-worker:", err)
 		os.Exit(1)
 	}
@@ -67,13 +53,11 @@ func run(getenv func(string) string) error {
 	log.Info("starting billing-worker",
 		zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("topic", cfg.Kafka.Topic), zap.String("group", cfg.Kafka.Group),
 		zap.Strings("redis", cfg.Redis.Addrs), zap.String("mysql", cfg.MySQL.Redacted()), zap.Int("worker_id", cfg.IDGen.WorkerID))
-	// The runtime and process collectors (go_goroutines, process_resident_memory_bytes)
-	// belong on the scraped registry: app.NewWorker's default registry has neither.
+	// The scraped registry carries the runtime and process collectors too.
 	w, err := app.NewWorker(ctx, cfg, log, app.WorkerOptions{Registry: metrics.NewRegistry()})
 	if err != nil {
 		if ctx.Err() != nil {
-			// A signal while starting (e.g. waiting for the worker-ID lease of a
-			// previous incarnation to expire) is a clean stop, not a failure.
+			// A signal while starting (e.g. waiting for a held worker-ID lease) is a clean stop.
 			log.Info("signal during start-up; stopped before consuming", zap.NamedError("start", err))
 			return nil
 		}

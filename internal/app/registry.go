@@ -1,6 +1,8 @@
 package app
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotaflow/billing/internal/consumer"
@@ -22,26 +24,14 @@ type workerMetrics struct {
 
 func registerAll(reg prometheus.Registerer) (*workerMetrics, error) {
 	var m workerMetrics
-	var err error
-	if m.app, err = NewMetrics(reg); err != nil {
-		return nil, err
-	}
-	if m.consumer, err = consumer.NewMetrics(reg); err != nil {
-		return nil, err
-	}
-	if m.deduct, err = deduct.NewMetrics(reg); err != nil {
-		return nil, err
-	}
-	if m.ledger, err = ledger.NewMetrics(reg); err != nil {
-		return nil, err
-	}
-	if m.lock, err = lock.NewMetrics(reg); err != nil {
-		return nil, err
-	}
-	if m.idgen, err = idgen.NewMetrics(reg); err != nil {
-		return nil, err
-	}
-	return &m, nil
+	var errs [6]error
+	m.app, errs[0] = NewMetrics(reg)
+	m.consumer, errs[1] = consumer.NewMetrics(reg)
+	m.deduct, errs[2] = deduct.NewMetrics(reg)
+	m.ledger, errs[3] = ledger.NewMetrics(reg)
+	m.lock, errs[4] = lock.NewMetrics(reg)
+	m.idgen, errs[5] = idgen.NewMetrics(reg)
+	return &m, errors.Join(errs[:]...)
 }
 
 // RegisterWorkerMetrics registers every metric billing-worker exposes, for

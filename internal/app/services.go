@@ -16,17 +16,16 @@ import (
 	"github.com/quotaflow/billing/internal/keyspace"
 )
 
-// Services are the connections a program shares between its parts.
-type Services struct {
+// services are the connections a program shares between its parts.
+type services struct {
 	Redis redis.UniversalClient
 	DB    *gorm.DB
 	Kafka dial.Kafka
 	Keys  keyspace.Keyspace
 }
 
-// OpenServices opens the connections the config names. Nothing is dialled
-// until used; Ping checks them.
-func OpenServices(ctx context.Context, cfg config.Config, clientID string, log *zap.Logger) (*Services, error) {
+// openServices opens the connections the config names; nothing is dialled until used.
+func openServices(ctx context.Context, cfg config.Config, clientID string, log *zap.Logger) (*services, error) {
 	keys, err := keyspace.New(cfg.Redis.KeyPrefix)
 	if err != nil {
 		return nil, err
@@ -35,57 +34,45 @@ func OpenServices(ctx context.Context, cfg config.Config, clientID string, log *
 	if err != nil {
 		return nil, err
 	}
-	db, err := dial.MySQL(ctx, cfg.MySQL, log)
-	if err != nil {
-		rdb.Close()
-		return nil, err
+	s := &services{Redis: rdb, Keys: keys}
+	if s.DB, err = dial.MySQL(ctx, cfg.MySQL, log); err == nil {
+		if s.Kafka, err = dial.KafkaClients(cfg.Kafka, clientID); err == nil {
+			return s, nil
+		}
 	}
-	kc, err := dial.KafkaClients(cfg.Kafka, clientID)
-	if err != nil {
-		rdb.Close()
-		closeDB(db)
-		return nil, err
-	}
-	return &Services{Redis: rdb, DB: db, Kafka: kc, Keys: keys}, nil
+	return nil, errors.Join(err, s.Close())
 }
 
-// PingRedis reports whether Redis answers.
-func (s *Services) PingRedis(ctx context.Context) error {
+func (s *services) pingRedis(ctx context.Context) error {
 	if err := s.Redis.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
 	return nil
 }
 
-// PingMySQL reports whether MySQL answers.
-func (s *Services) PingMySQL(ctx context.Context) error {
+func (s *services) pingMySQL(ctx context.Context) error {
 	sqlDB, err := s.DB.DB()
-	if err != nil {
-		return fmt.Errorf("mysql: %w", err)
+	if err == nil {
+		err = sqlDB.PingContext(ctx)
 	}
-	if err := sqlDB.PingContext(ctx); err != nil {
+	if err != nil {
 		return fmt.Errorf("mysql: %w", err)
 	}
 	return nil
 }
 
-// Ping checks both stores: the consumer's probe to tell an outage from a poison message.
-func (s *Services) Ping(ctx context.Context) error {
-	return errors.Join(s.PingRedis(ctx), s.PingMySQL(ctx))
-}
-
-// Close closes every connection.
-func (s *Services) Close() error {
+// Close closes every connection opened.
+func (s *services) Close() error {
 	if s.Kafka.Transport != nil {
 		s.Kafka.Transport.CloseIdleConnections()
 	}
-	return errors.Join(s.Redis.Close(), closeDB(s.DB))
-}
-
-func closeDB(db *gorm.DB) error {
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
+	err := s.Redis.Close()
+	if s.DB != nil {
+		sqlDB, dbErr := s.DB.DB()
+		if dbErr == nil {
+			dbErr = sqlDB.Close()
+		}
+		err = errors.Join(err, dbErr)
 	}
-	return sqlDB.Close()
+	return err
 }

@@ -19,10 +19,9 @@ import (
 
 // Worker is one billing-worker: a consumer-group member running the write path.
 type Worker struct {
-	cfg     config.Config
-	log     *zap.Logger
-	svc     *Services
-	ownsSvc bool
+	cfg config.Config
+	log *zap.Logger
+	svc *services
 	*writePath
 	consumer *consumer.Consumer[event.PaymentSucceeded]
 	schema   *schemaGate
@@ -33,17 +32,11 @@ type Worker struct {
 
 // WorkerOptions are the optional parts of NewWorker.
 type WorkerOptions struct {
-	// Registry receives every metric; nil makes a fresh one.
-	Registry *prometheus.Registry
-	// Services to share (the demo runs two workers on one pair of pools); nil opens them from the config.
-	Services *Services
-	// NoHTTP skips the ops server (tests and the demo's second worker).
-	NoHTTP bool
+	Registry *prometheus.Registry // receives every metric; nil makes a fresh one
+	NoHTTP   bool                 // skips the ops server (tests and the demo's second worker)
 }
 
-// NewWorker builds a worker. It leases its Snowflake worker ID first: a start
-// that finds the ID held by another live holder waits up to two lease TTLs for
-// it to expire and then fails, naming the holder, rather than taking it.
+// NewWorker builds a worker; it leases its Snowflake worker ID first (see acquireLease).
 func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts WorkerOptions) (_ *Worker, err error) {
 	if cfg.IDGen.WorkerID < 0 {
 		return nil, errors.New("app: no Snowflake worker ID (set IDGEN_WORKER_ID or POD_NAME)")
@@ -55,18 +48,15 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	w := &Worker{cfg: cfg, log: log, svc: opts.Services}
+	w := &Worker{cfg: cfg, log: log}
+	if w.svc, err = openServices(ctx, cfg, "billing-worker", log); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			w.close()
 		}
 	}()
-	if w.svc == nil {
-		if w.svc, err = OpenServices(ctx, cfg, "billing-worker", log); err != nil {
-			return nil, err
-		}
-		w.ownsSvc = true
-	}
 	m, err := registerAll(reg)
 	if err != nil {
 		return nil, err
@@ -86,8 +76,8 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	w.schema = newSchemaGate(sqlDB, log)
 	if !opts.NoHTTP {
 		w.http = httpserver.New(cfg.HTTPAddr, reg, log)
-		w.http.AddReadiness("redis", w.svc.PingRedis)
-		w.http.AddReadiness("mysql", w.svc.PingMySQL)
+		w.http.AddReadiness("redis", w.svc.pingRedis)
+		w.http.AddReadiness("mysql", w.svc.pingMySQL)
 		w.http.AddReadiness("schema", w.schema.ready)
 		w.http.AddReadiness("kafka", w.consumer.Ready)
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
@@ -102,7 +92,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 // counting attempts) or the message's own fault. A lapsed worker-ID lease is an
 // outage too: no ledger row can be written until it is back.
 func (w *Worker) probe(ctx context.Context) error {
-	return errors.Join(w.svc.Ping(ctx), w.leaseHeld(ctx))
+	return errors.Join(w.svc.pingRedis(ctx), w.svc.pingMySQL(ctx), w.leaseHeld(ctx))
 }
 
 func (w *Worker) leaseHeld(context.Context) error {
@@ -112,7 +102,7 @@ func (w *Worker) leaseHeld(context.Context) error {
 	return nil
 }
 
-func consumerConfig(cfg config.Config, svc *Services) consumer.Config {
+func consumerConfig(cfg config.Config, svc *services) consumer.Config {
 	return consumer.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, Group: cfg.Kafka.Group, DLQTopic: cfg.Kafka.DLQTopic,
 		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, BatchWait: cfg.Worker.BatchWait,
@@ -160,7 +150,5 @@ func (w *Worker) close() {
 	if w.writePath != nil {
 		w.writePath.close()
 	}
-	if w.ownsSvc && w.svc != nil {
-		w.svc.Close()
-	}
+	w.svc.Close()
 }

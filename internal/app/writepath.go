@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/config"
@@ -24,7 +25,7 @@ type writePath struct {
 	Deductor *deduct.Deductor
 }
 
-func newWritePath(ctx context.Context, cfg config.Config, svc *Services, m *workerMetrics, log *zap.Logger) (_ *writePath, err error) {
+func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *workerMetrics, log *zap.Logger) (_ *writePath, err error) {
 	wp := &writePath{}
 	defer func() {
 		if err != nil {
@@ -59,34 +60,31 @@ func (wp *writePath) close() {
 }
 
 // acquireLease leases the configured worker ID. A start that finds the ID held
-// by another live holder waits up to two lease TTLs for it to expire (a pod
-// restarted after a crash finds its own old lease) and then fails, naming the
-// holder, rather than taking it.
-func acquireLease(ctx context.Context, cfg config.Config, svc *Services, m *idgen.Metrics, log *zap.Logger) (*idgen.Lease, error) {
-	host, _ := os.Hostname()
+// by another live holder (a pod restarted after a crash finds its own old
+// lease) retries for up to two lease TTLs and then fails, naming the holder,
+// rather than taking it.
+func acquireLease(ctx context.Context, cfg config.Config, svc *services, m *idgen.Metrics, log *zap.Logger) (lease *idgen.Lease, err error) {
 	holder := idgen.Holder{Pod: cfg.IDGen.PodName, IP: cfg.IDGen.PodIP, Since: time.Now().UTC()}
 	if holder.Pod == "" {
+		host, _ := os.Hostname()
 		holder.Pod = fmt.Sprintf("%s/pid-%d", host, os.Getpid())
 	}
 	ttl := cfg.IDGen.LeaseTTL
-	deadline := time.Now().Add(2 * ttl)
-	for {
-		lease, err := idgen.AcquireLease(ctx, svc.Redis, svc.Keys, cfg.IDGen.WorkerID, holder, log, idgen.LeaseOptions{TTL: ttl, Metrics: m})
-		if err == nil {
-			log.Info("leased Snowflake worker ID", zap.Int("worker_id", cfg.IDGen.WorkerID), zap.String("source", cfg.IDGen.Source))
-			return lease, nil
+	bo := backoff.WithMaxRetries(backoff.NewConstantBackOff(ttl/3), 6) // two TTLs
+	err = backoff.RetryNotify(func() error {
+		lease, err = idgen.AcquireLease(ctx, svc.Redis, svc.Keys, cfg.IDGen.WorkerID, holder, log, idgen.LeaseOptions{TTL: ttl, Metrics: m})
+		if err != nil && !errors.Is(err, idgen.ErrWorkerHeld) {
+			return backoff.Permanent(err)
 		}
-		var held *idgen.HeldError
-		if !errors.As(err, &held) || time.Now().After(deadline) {
-			return nil, err
-		}
+		return err
+	}, backoff.WithContext(bo, ctx), func(err error, _ time.Duration) {
 		log.Warn("worker ID held by another holder, waiting for its lease to expire", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(err, ctx.Err())
-		case <-time.After(ttl / 3):
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	log.Info("leased Snowflake worker ID", zap.Int("worker_id", cfg.IDGen.WorkerID), zap.String("source", cfg.IDGen.Source))
+	return lease, nil
 }
 
 // OperatorWorkerID is the Snowflake worker ID billingctl leases when the
@@ -96,7 +94,7 @@ const OperatorWorkerID = 1023
 // Operator is the write path for people: quota grants and views, with its own
 // leased worker ID (IDGEN_WORKER_ID, or OperatorWorkerID).
 type Operator struct {
-	svc *Services
+	svc *services
 	*writePath
 	stopLease context.CancelFunc
 	leaseDone chan error
@@ -107,15 +105,11 @@ func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Op
 	if cfg.IDGen.WorkerID < 0 {
 		cfg.IDGen.WorkerID, cfg.IDGen.Source = OperatorWorkerID, "billingctl default"
 	}
-	svc, err := OpenServices(ctx, cfg, "billingctl", log)
+	svc, err := openServices(ctx, cfg, "billingctl", log)
 	if err != nil {
 		return nil, err
 	}
-	m, err := registerAll(nil)
-	if err != nil {
-		svc.Close()
-		return nil, err
-	}
+	m, _ := registerAll(nil) // with no registry it cannot fail
 	wp, err := newWritePath(ctx, cfg, svc, m, log)
 	if err != nil {
 		svc.Close()

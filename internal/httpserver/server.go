@@ -9,8 +9,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +31,6 @@ type Server struct {
 	addr   string
 	log    *zap.Logger
 	mux    *http.ServeMux
-	mu     sync.RWMutex
 	checks map[string]Check
 	ln     net.Listener
 }
@@ -41,24 +38,18 @@ type Server struct {
 // New builds a server on addr that exposes gatherer's metrics.
 func New(addr string, gatherer prometheus.Gatherer, log *zap.Logger) *Server {
 	s := &Server{addr: addr, log: log, mux: http.NewServeMux(), checks: map[string]Check{}}
-	s.mux.Handle(PathMetrics, readOnly(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
-	s.mux.Handle(PathHealth, readOnly(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	// A GET pattern serves HEAD too and answers other methods with 405.
+	s.mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET "+PathHealth, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
-	})))
-	s.mux.Handle(PathReady, readOnly(http.HandlerFunc(s.ready)))
+	})
+	s.mux.HandleFunc("GET "+PathReady, s.ready)
 	return s
 }
 
-// AddReadiness registers a dependency check under name; /readyz runs them all.
-func (s *Server) AddReadiness(name string, c Check) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.checks[name] = c
-}
-
-// Handler is the server's handler, for tests.
-func (s *Server) Handler() http.Handler { return s.mux }
+// AddReadiness registers a dependency check under name, before Run; /readyz runs them all.
+func (s *Server) AddReadiness(name string, c Check) { s.checks[name] = c }
 
 // Listen binds the address now, so a bad HTTP_ADDR fails at start and tests may use ":0".
 func (s *Server) Listen() (net.Addr, error) {
@@ -97,22 +88,13 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	s.mu.RLock()
-	names := make([]string, 0, len(s.checks))
-	for n := range s.checks {
-		names = append(names, n)
-	}
-	checks := s.checks
-	s.mu.RUnlock()
-	sort.Strings(names)
 	status := map[string]string{}
 	code := http.StatusOK
-	for _, n := range names {
-		if err := checks[n](ctx); err != nil {
-			status[n] = err.Error()
+	for name, check := range s.checks {
+		status[name] = "ok"
+		if err := check(ctx); err != nil {
+			status[name] = err.Error()
 			code = http.StatusServiceUnavailable
-		} else {
-			status[n] = "ok"
 		}
 	}
 	if code != http.StatusOK {
@@ -121,15 +103,4 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(status)
-}
-
-func readOnly(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "read-only endpoint", http.StatusMethodNotAllowed)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

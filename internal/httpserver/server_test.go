@@ -35,22 +35,22 @@ func TestEndpoints(t *testing.T) {
 	s.AddReadiness("redis", func(context.Context) error { return redisErr })
 	s.AddReadiness("mysql", func(context.Context) error { return nil })
 
-	if code, body := get(t, s.Handler(), "GET", PathHealth); code != 200 || body != "ok\n" {
+	if code, body := get(t, s.mux, "GET", PathHealth); code != 200 || body != "ok\n" {
 		t.Fatalf("healthz %d %q", code, body)
 	}
-	if code, body := get(t, s.Handler(), "GET", PathMetrics); code != 200 || !strings.Contains(body, "billing_test_total 3") {
+	if code, body := get(t, s.mux, "GET", PathMetrics); code != 200 || !strings.Contains(body, "billing_test_total 3") {
 		t.Fatalf("metrics %d %q", code, body)
 	}
-	if code, body := get(t, s.Handler(), "GET", PathReady); code != 200 || !strings.Contains(body, `"redis":"ok"`) {
+	if code, body := get(t, s.mux, "GET", PathReady); code != 200 || !strings.Contains(body, `"redis":"ok"`) {
 		t.Fatalf("readyz %d %q", code, body)
 	}
 	redisErr = failing
-	code, body := get(t, s.Handler(), "GET", PathReady)
+	code, body := get(t, s.mux, "GET", PathReady)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "connection refused") || !strings.Contains(body, `"mysql":"ok"`) {
 		t.Fatalf("readyz while failing %d %q", code, body)
 	}
 	for _, m := range []string{"POST", "PUT", "DELETE"} {
-		if code, _ := get(t, s.Handler(), m, PathMetrics); code != http.StatusMethodNotAllowed {
+		if code, _ := get(t, s.mux, m, PathMetrics); code != http.StatusMethodNotAllowed {
 			t.Errorf("%s /metrics = %d, want 405", m, code)
 		}
 	}

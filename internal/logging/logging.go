@@ -13,17 +13,12 @@ import (
 
 // New returns a logger at level (debug, info, warn, error) writing to stderr.
 func New(level string) (*zap.Logger, error) {
-	return NewFor(level, term.IsTerminal(int(os.Stderr.Fd())))
-}
-
-// NewFor is New with the terminal decision made by the caller.
-func NewFor(level string, console bool) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("logging: LOG_LEVEL=%q: %w", level, err)
 	}
 	cfg := zap.NewProductionConfig()
-	if console {
+	if term.IsTerminal(int(os.Stderr.Fd())) {
 		cfg = zap.NewDevelopmentConfig()
 		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
 		cfg.DisableStacktrace = true
