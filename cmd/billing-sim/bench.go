@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 
 	"github.com/quotaflow/billing/internal/bench"
-	"github.com/quotaflow/billing/internal/dial"
 )
 
 // errChecksFailed: a strategy failed or a correctness check did not pass.
@@ -64,10 +61,7 @@ func runBench(ctx context.Context, args []string, d deps) error {
 		return err
 	}
 	cfg.KeyPrefix = d.cfg.Redis.KeyPrefix + bench.DefaultKeyPrefix
-	rcfg := d.cfg.Redis
-	rcfg.Addrs = strings.Split(f.redis, ",")
-	rcfg.Cluster = rcfg.Cluster || len(rcfg.Addrs) > 1
-	rdb, err := dial.Redis(rcfg)
+	rdb, _, err := dialRedis(d, f.redis)
 	if err != nil {
 		return err
 	}
@@ -85,16 +79,4 @@ func runBench(ctx context.Context, args []string, d deps) error {
 		}
 	}
 	return err
-}
-
-func writeJSON(path string, rep *bench.Report) error {
-	out, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("bench: --output: %w", err)
-	}
-	if err := rep.WriteJSON(out); err != nil {
-		out.Close()
-		return fmt.Errorf("bench: write %s: %w", path, err)
-	}
-	return out.Close()
 }

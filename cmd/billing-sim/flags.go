@@ -1,15 +1,42 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaflow/billing/internal/dial"
 	"github.com/quotaflow/billing/internal/workload"
 )
+
+// dialRedis connects to --redis (a comma list; more than one address is a
+// cluster), with the rest of the environment's Redis settings.
+func dialRedis(d deps, list string) (redis.UniversalClient, []string, error) {
+	cfg := d.cfg.Redis
+	cfg.Addrs = strings.Split(list, ",")
+	cfg.Cluster = cfg.Cluster || len(cfg.Addrs) > 1
+	rdb, err := dial.Redis(cfg)
+	return rdb, cfg.Addrs, err
+}
+
+// writeJSON writes v as indented JSON to path (--output).
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		err = os.WriteFile(path, append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	return nil
+}
 
 // newFlagSet returns a flag set that prints its errors and usage to stderr.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {

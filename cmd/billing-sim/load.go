@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/quotaflow/billing/internal/dial"
 	"github.com/quotaflow/billing/internal/load"
 )
 
@@ -103,15 +101,10 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 	if f.brokers != "" {
 		o.Brokers = strings.Split(f.brokers, ",")
 	}
-	rcfg := d.cfg.Redis
-	rcfg.Addrs = strings.Split(f.redis, ",")
-	rcfg.Cluster = rcfg.Cluster || len(rcfg.Addrs) > 1
-	rdb, err := dial.Redis(rcfg)
-	if err != nil {
+	if o.Redis, o.RedisAddrs, err = dialRedis(d, f.redis); err != nil {
 		return err
 	}
-	defer rdb.Close()
-	o.Redis, o.RedisAddrs = rdb, rcfg.Addrs
+	defer o.Redis.Close()
 	o.BaseEnv = os.Environ() // TLS, passwords and tuning reach the workers as they reach this program
 	o.Log = d.log
 	res, err := load.Run(ctx, o)
@@ -119,23 +112,12 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 		writeLoad(d.stdout, res, f.soak > 0)
 	}
 	if f.output != "" && res.EventsPerSec > 0 {
-		err = errors.Join(err, writeLoadJSON(f.output, res))
+		err = errors.Join(err, writeJSON(f.output, res))
 	}
 	if b := res.Baseline; err == nil && b != nil && b.Error != "" {
 		err = errors.New("load: the rowlock baseline failed (see above)")
 	}
 	return err
-}
-
-func writeLoadJSON(path string, res load.Result) error {
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return fmt.Errorf("load: encode result: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("load: --output: %w", err)
-	}
-	return nil
 }
 
 // writeLoad prints the result for a person.

@@ -62,7 +62,7 @@ func TestWriteLoad(t *testing.T) {
 		}
 	}
 	path := filepath.Join(t.TempDir(), "load.json")
-	if err := writeLoadJSON(path, res); err != nil {
+	if err := writeJSON(path, res); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)

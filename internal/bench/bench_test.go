@@ -55,11 +55,11 @@ func runBench(t *testing.T, cfg Config, r *testenv.Redis) *Report {
 			t.Errorf("%s: %d ledger rows (%d debits, %d rejected) for %d events",
 				res.Strategy, res.Check.LedgerRows, res.Check.Debits, res.Check.Rejected, cfg.Events)
 		}
-		s, err := NewStrategy(res.Strategy, StrategyOptions{})
+		s, err := NewStrategy(res.Strategy, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, redisBacked := s.(RedisBalanced); (res.Check.RedisOK != nil) != redisBacked {
+		if (res.Check.RedisOK != nil) != s.RedisBalances() {
 			t.Errorf("%s: redis checked = %v", res.Strategy, res.Check.RedisOK != nil)
 		}
 	}

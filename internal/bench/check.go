@@ -8,18 +8,6 @@ import (
 	"github.com/quotaflow/billing/internal/invariant"
 )
 
-// RedisBalanced is implemented by strategies that keep each merchant's
-// balance in Redis (keyspace.Quota); the check then compares it with MySQL.
-type RedisBalanced interface {
-	RedisBalances() bool
-}
-
-// RedisBalances implements RedisBalanced.
-func (s *RedisPerEvent) RedisBalances() bool { return true }
-
-// RedisBalances implements RedisBalanced.
-func (s *Pipeline) RedisBalances() bool { return true }
-
 // Check is the correctness verdict on one strategy's run: package
 // invariant's checks of the ledger, the balances and Redis.
 type Check struct {

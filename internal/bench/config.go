@@ -38,8 +38,6 @@ type Config struct {
 	KeyPrefix string
 	Keep      bool          // keep databases and Redis keys for inspection
 	LockTTL   time.Duration // lock PX of redis-per-event
-	// Progress is how often a running strategy logs its progress (default 5s).
-	Progress time.Duration
 }
 
 // DefaultConfig is the hot workload: 1000 merchants, one of them taking 20%.
@@ -58,7 +56,6 @@ func DefaultConfig() Config {
 		Quota:      DefaultQuota,
 		KeyPrefix:  DefaultKeyPrefix,
 		LockTTL:    DefaultLockTTL,
-		Progress:   5 * time.Second,
 	}
 }
 
@@ -72,7 +69,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("no strategy"))
 	}
 	for _, s := range c.Strategies {
-		if _, err := NewStrategy(s, StrategyOptions{}); err != nil {
+		if _, err := NewStrategy(s, 0); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotaflow/billing/internal/app"
@@ -23,23 +24,14 @@ type Pipeline struct {
 	locks *lock.Client
 	d     *deduct.Deductor
 	// Outcomes of the events, by deduct.Outcome.
-	applied, insufficient, duplicate, unknown counter
+	applied, insufficient, duplicate, unknown atomic.Int64
 }
-
-// NewPipeline returns the pipeline strategy; its merchant locks live for
-// lockTTL (renewed by their watchdogs), default DefaultLockTTL.
-func NewPipeline(lockTTL time.Duration) *Pipeline {
-	if lockTTL <= 0 {
-		lockTTL = DefaultLockTTL
-	}
-	return &Pipeline{ttl: lockTTL}
-}
-
-// Name implements Strategy.
-func (s *Pipeline) Name() string { return NamePipeline }
 
 // Batched implements Strategy: lane batches.
 func (s *Pipeline) Batched() bool { return true }
+
+// RedisBalances implements Strategy.
+func (s *Pipeline) RedisBalances() bool { return true }
 
 // Setup implements Strategy. It wires internal/deduct the way the worker does:
 // the worker's lock adapter (app.MerchantLocks), a ledger.Store on the
@@ -72,13 +64,13 @@ func (s *Pipeline) Apply(ctx context.Context, batch []event.PaymentSucceeded) er
 	for i, r := range results {
 		switch r.Outcome {
 		case deduct.Applied:
-			s.applied.inc()
+			s.applied.Add(1)
 		case deduct.Insufficient:
-			s.insufficient.inc()
+			s.insufficient.Add(1)
 		case deduct.Duplicate:
-			s.duplicate.inc()
+			s.duplicate.Add(1)
 		case deduct.UnknownMerchant:
-			s.unknown.inc()
+			s.unknown.Add(1)
 		default:
 			return fmt.Errorf("bench: event %s: %s: %w", batch[i].EventID, r.Outcome, r.Err)
 		}
@@ -86,10 +78,10 @@ func (s *Pipeline) Apply(ctx context.Context, batch []event.PaymentSucceeded) er
 	return nil
 }
 
-// Counters implements Counters.
+// Counters implements Strategy.
 func (s *Pipeline) Counters() map[string]int64 {
-	return map[string]int64{"applied": s.applied.load(), "insufficient": s.insufficient.load(),
-		"duplicate": s.duplicate.load(), "unknown_merchant": s.unknown.load()}
+	return map[string]int64{"applied": s.applied.Load(), "insufficient": s.insufficient.Load(),
+		"duplicate": s.duplicate.Load(), "unknown_merchant": s.unknown.Load()}
 }
 
 // Close implements Strategy.

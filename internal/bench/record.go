@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotaflow/billing/internal/event"
@@ -12,8 +13,8 @@ import (
 
 // inTx runs fn in a transaction, again when the server rolled it back
 // (deadlock) or timed out a lock wait. retries counts the retries.
-func inTx(ctx context.Context, db *sql.DB, retries *counter, fn func(*sql.Tx) error) error {
-	return ledger.RetryDeadlocks(ctx, retries.inc, func() error { return ledger.InTx(ctx, db, nil, fn) })
+func inTx(ctx context.Context, db *sql.DB, retries *atomic.Int64, fn func(*sql.Tx) error) error {
+	return ledger.RetryDeadlocks(ctx, func() { retries.Add(1) }, func() error { return ledger.InTx(ctx, db, nil, fn) })
 }
 
 // insertLedger writes the one ledger row of e. balanceAfter < 0 stores NULL

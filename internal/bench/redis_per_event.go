@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -17,25 +18,21 @@ import (
 	"github.com/quotaflow/billing/internal/quota"
 )
 
-// Defaults of RedisPerEventOptions.
+// DefaultLockTTL is the merchant locks' TTL of redis-per-event and pipeline.
+const DefaultLockTTL = 30 * time.Second
+
+// The lock of redis-per-event is retried after lockRetryDelay, jittered
+// +-50%, for at most lockMaxWait.
 const (
-	DefaultLockTTL        = 30 * time.Second
-	DefaultLockRetryDelay = time.Millisecond
-	DefaultLockMaxWait    = 30 * time.Second
+	lockRetryDelay = time.Millisecond
+	lockMaxWait    = 30 * time.Second
 )
 
-// ErrLockWait means the merchant lock could not be taken within LockMaxWait.
-var ErrLockWait = errors.New("bench: merchant lock not obtained in time")
+// errLockWait means the merchant lock could not be taken within lockMaxWait.
+var errLockWait = errors.New("bench: merchant lock not obtained in time")
 
 // errGuard means MySQL refused a debit that Redis allowed: Redis over-reported.
 var errGuard = errors.New("bench: balance guard refused a debit that Redis allowed")
-
-// RedisPerEventOptions tune the redis-per-event strategy.
-type RedisPerEventOptions struct {
-	LockTTL        time.Duration // PX of the lock (default 30s)
-	LockRetryDelay time.Duration // mean sleep between SET NX attempts, jittered +-50% (default 1ms)
-	LockMaxWait    time.Duration // give up on a lock after this long (default 30s)
-}
 
 // RedisPerEvent is the original design's "after": per event, take the merchant lock in
 // Redis (SET NX PX with a random token, retried after a short sleep), deduct
@@ -44,11 +41,11 @@ type RedisPerEventOptions struct {
 // Redis balances are hydrated from MySQL before the run, each under its lock
 // (quota.Hydrate, as the worker does).
 type RedisPerEvent struct {
-	opts                   RedisPerEventOptions
+	ttl                    time.Duration
 	env                    *Env
 	deduct, refund, unlock *redis.Script
-	lockRetries            counter
-	txRetries              counter
+	lockRetries            atomic.Int64
+	txRetries              atomic.Int64
 }
 
 var (
@@ -60,26 +57,16 @@ var (
 	unlockLua string
 )
 
-// NewRedisPerEvent returns the strategy; zero options take the defaults.
-func NewRedisPerEvent(opts RedisPerEventOptions) *RedisPerEvent {
-	if opts.LockTTL <= 0 {
-		opts.LockTTL = DefaultLockTTL
-	}
-	if opts.LockRetryDelay <= 0 {
-		opts.LockRetryDelay = DefaultLockRetryDelay
-	}
-	if opts.LockMaxWait <= 0 {
-		opts.LockMaxWait = DefaultLockMaxWait
-	}
-	return &RedisPerEvent{opts: opts, deduct: redis.NewScript(deductLua), refund: redis.NewScript(refundLua),
+func newRedisPerEvent(lockTTL time.Duration) *RedisPerEvent {
+	return &RedisPerEvent{ttl: lockTTL, deduct: redis.NewScript(deductLua), refund: redis.NewScript(refundLua),
 		unlock: redis.NewScript(unlockLua)}
 }
 
-// Name implements Strategy.
-func (s *RedisPerEvent) Name() string { return NameRedisPerEvent }
-
 // Batched implements Strategy: one event per call.
 func (s *RedisPerEvent) Batched() bool { return false }
+
+// RedisBalances implements Strategy.
+func (s *RedisPerEvent) RedisBalances() bool { return true }
 
 // Setup implements Strategy: it hydrates every merchant's balance.
 func (s *RedisPerEvent) Setup(ctx context.Context, env *Env) error {
@@ -105,9 +92,9 @@ func (s *RedisPerEvent) Setup(ctx context.Context, env *Env) error {
 // Close implements Strategy.
 func (s *RedisPerEvent) Close() error { return nil }
 
-// Counters implements Counters.
+// Counters implements Strategy.
 func (s *RedisPerEvent) Counters() map[string]int64 {
-	return map[string]int64{"lock_retries": s.lockRetries.load(), "tx_retries": s.txRetries.load()}
+	return map[string]int64{"lock_retries": s.lockRetries.Load(), "tx_retries": s.txRetries.Load()}
 }
 
 // Apply implements Strategy.
@@ -182,24 +169,24 @@ func (s *RedisPerEvent) record(ctx context.Context, tx *sql.Tx, e event.PaymentS
 	return nil
 }
 
-// lock takes lockKey with SET NX PX, sleeping LockRetryDelay +-50% between
-// attempts, for at most LockMaxWait.
+// lock takes lockKey with SET NX PX, sleeping lockRetryDelay +-50% between
+// attempts, for at most lockMaxWait.
 func (s *RedisPerEvent) lock(ctx context.Context, lockKey, token string) error {
 	try := func() error {
-		ok, err := s.env.Redis.SetNX(ctx, lockKey, token, s.opts.LockTTL).Result()
+		ok, err := s.env.Redis.SetNX(ctx, lockKey, token, s.ttl).Result()
 		switch {
 		case err != nil:
 			return backoff.Permanent(fmt.Errorf("bench: lock %s: %w", lockKey, err))
 		case !ok:
-			return ErrLockWait
+			return errLockWait
 		}
 		return nil
 	}
-	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(s.opts.LockRetryDelay), backoff.WithMultiplier(1),
-		backoff.WithMaxElapsedTime(s.opts.LockMaxWait))
-	err := backoff.RetryNotify(try, backoff.WithContext(b, ctx), func(error, time.Duration) { s.lockRetries.inc() })
-	if errors.Is(err, ErrLockWait) {
-		return fmt.Errorf("%w: %s after %v", ErrLockWait, lockKey, s.opts.LockMaxWait)
+	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(lockRetryDelay), backoff.WithMultiplier(1),
+		backoff.WithMaxElapsedTime(lockMaxWait))
+	err := backoff.RetryNotify(try, backoff.WithContext(b, ctx), func(error, time.Duration) { s.lockRetries.Add(1) })
+	if errors.Is(err, errLockWait) {
+		return fmt.Errorf("%w: %s after %v", errLockWait, lockKey, lockMaxWait)
 	}
 	return err
 }

@@ -16,20 +16,19 @@ const (
 // StrategyNames lists the known strategies, baseline first.
 func StrategyNames() []string { return []string{NameRowLock, NameRedisPerEvent, NamePipeline} }
 
-// StrategyOptions tune the strategies that have knobs.
-type StrategyOptions struct {
-	LockTTL time.Duration // merchant lock TTL of redis-per-event and pipeline (default 30s)
-}
-
-// NewStrategy returns the strategy called name.
-func NewStrategy(name string, opts StrategyOptions) (Strategy, error) {
+// NewStrategy returns the strategy called name; the merchant locks of
+// redis-per-event and pipeline live for lockTTL (default DefaultLockTTL).
+func NewStrategy(name string, lockTTL time.Duration) (Strategy, error) {
+	if lockTTL <= 0 {
+		lockTTL = DefaultLockTTL
+	}
 	switch name {
 	case NameRowLock:
-		return NewRowLock(), nil
+		return &RowLock{}, nil
 	case NameRedisPerEvent:
-		return NewRedisPerEvent(RedisPerEventOptions{LockTTL: opts.LockTTL}), nil
+		return newRedisPerEvent(lockTTL), nil
 	case NamePipeline:
-		return NewPipeline(opts.LockTTL), nil // wired to internal/deduct in pipeline.go
+		return &Pipeline{ttl: lockTTL}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown strategy %q (known: %s)", name, strings.Join(StrategyNames(), ", "))
 }
@@ -43,7 +42,7 @@ func ParseStrategies(list string) ([]string, error) {
 		if n == "" {
 			continue
 		}
-		if _, err := NewStrategy(n, StrategyOptions{}); err != nil {
+		if _, err := NewStrategy(n, 0); err != nil {
 			return nil, err
 		}
 		if seen[n] {

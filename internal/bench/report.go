@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -123,13 +122,6 @@ func (r *Report) OK() bool {
 		}
 	}
 	return len(r.Results) > 0
-}
-
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }
 
 // WriteTable writes the report for a person.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
@@ -16,17 +17,14 @@ import (
 // one's commit, holding a connection while it waits.
 type RowLock struct {
 	env     *Env
-	retries counter
+	retries atomic.Int64
 }
-
-// NewRowLock returns the row-lock strategy.
-func NewRowLock() *RowLock { return &RowLock{} }
-
-// Name implements Strategy.
-func (s *RowLock) Name() string { return NameRowLock }
 
 // Batched implements Strategy: one event per call.
 func (s *RowLock) Batched() bool { return false }
+
+// RedisBalances implements Strategy: the balances are MySQL's only.
+func (s *RowLock) RedisBalances() bool { return false }
 
 // Setup implements Strategy.
 func (s *RowLock) Setup(_ context.Context, env *Env) error {
@@ -37,9 +35,9 @@ func (s *RowLock) Setup(_ context.Context, env *Env) error {
 // Close implements Strategy.
 func (s *RowLock) Close() error { return nil }
 
-// Counters implements Counters.
+// Counters implements Strategy.
 func (s *RowLock) Counters() map[string]int64 {
-	return map[string]int64{"tx_retries": s.retries.load()}
+	return map[string]int64{"tx_retries": s.retries.Load()}
 }
 
 // Apply implements Strategy.

@@ -81,7 +81,7 @@ func (r runner) runOne(ctx context.Context, name string) Result {
 }
 
 func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err error) {
-	s, err := NewStrategy(name, StrategyOptions{LockTTL: r.cfg.LockTTL})
+	s, err := NewStrategy(name, r.cfg.LockTTL)
 	if err != nil {
 		return err
 	}
@@ -118,14 +118,11 @@ func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err 
 		zap.Int("callers", r.cfg.Callers))
 	runErr := r.drive(ctx, s, res)
 	closeErr := s.Close()
-	if c, ok := s.(Counters); ok {
-		res.Counters = c.Counters()
-	}
+	res.Counters = s.Counters()
 	if err := errors.Join(runErr, closeErr); err != nil {
 		return err
 	}
-	_, redisBacked := s.(RedisBalanced)
-	res.Check, err = check(ctx, env, r.events, redisBacked)
+	res.Check, err = check(ctx, env, r.events, s.RedisBalances())
 	if err != nil {
 		return err
 	}
@@ -147,7 +144,7 @@ func (r runner) drive(ctx context.Context, s Strategy, res *Result) error {
 			for b := src.next(); len(b) > 0; b = src.next() {
 				t0 := time.Now()
 				if err := s.Apply(gctx, b); err != nil {
-					return fmt.Errorf("bench: %s: apply %d events (first %s): %w", s.Name(), len(b), b[0].EventID, err)
+					return fmt.Errorf("bench: %s: apply %d events (first %s): %w", res.Strategy, len(b), b[0].EventID, err)
 				}
 				d := time.Since(t0)
 				for range b {
@@ -174,17 +171,13 @@ func (r runner) drive(ctx context.Context, s Strategy, res *Result) error {
 	return nil
 }
 
-// progress logs how far the run is every cfg.Progress until the returned stop is called.
+// progress logs how far the run is every 5s until the returned stop is called.
 func (r runner) progress(done *atomic.Int64) (stop func()) {
-	every := r.cfg.Progress
-	if every <= 0 {
-		every = 5 * time.Second
-	}
 	quit := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(every)
+		t := time.NewTicker(5 * time.Second)
 		defer t.Stop()
 		for {
 			select {

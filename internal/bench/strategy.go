@@ -30,8 +30,6 @@ import (
 
 // Strategy is one way of applying payment events to the balances.
 type Strategy interface {
-	// Name is the strategy's name on the command line and in reports.
-	Name() string
 	// Batched reports whether Apply takes lane batches (events of the
 	// caller's own merchants, up to Config.Batch) rather than single events.
 	Batched() bool
@@ -42,14 +40,14 @@ type Strategy interface {
 	// unknown merchant) are recorded in the ledger, not returned; an error
 	// aborts the run. It is called from Config.Callers goroutines at once.
 	Apply(ctx context.Context, batch []event.PaymentSucceeded) error
+	// RedisBalances reports whether the strategy keeps each merchant's
+	// balance in Redis (keyspace.Quota); the check then compares it with MySQL.
+	RedisBalances() bool
+	// Counters are what the strategy counted worth reporting (retries,
+	// outcomes); they appear in the report.
+	Counters() map[string]int64
 	// Close releases what Setup built.
 	Close() error
-}
-
-// Counters is implemented by strategies that count something worth
-// reporting (retries, lock waits); the counts appear in the report.
-type Counters interface {
-	Counters() map[string]int64
 }
 
 // Env is what a strategy runs against: a database of its own (migrated,

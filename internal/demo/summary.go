@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,11 +109,11 @@ func (s *Summary) Write(w io.Writer) {
 		fmt.Fprintf(w, "latency      not measured: the traffic was produced in one burst (use --rate N to measure produce -> ledger)\n")
 	}
 	fmt.Fprintf(w, "outcomes    ")
-	for _, k := range sortedKeys(s.Outcomes) {
+	for _, k := range slices.Sorted(maps.Keys(s.Outcomes)) {
 		fmt.Fprintf(w, " %s=%d", k, s.Outcomes[k])
 	}
 	fmt.Fprintf(w, "\ndead letters")
-	for _, c := range sortedKeys(s.DLQ) {
+	for _, c := range slices.Sorted(maps.Keys(s.DLQ)) {
 		fmt.Fprintf(w, " %s=%d", c, s.DLQ[c])
 	}
 	fmt.Fprintln(w)
@@ -122,7 +123,7 @@ func (s *Summary) Write(w io.Writer) {
 			kinds[f.Kind]++
 		}
 		fmt.Fprintf(w, "reconciler   corrupted %d by hand; found %d drifted merchants", len(s.Corrupted), s.Reconcile.Drifted)
-		for _, k := range sortedKeys(kinds) {
+		for _, k := range slices.Sorted(maps.Keys(kinds)) {
 			fmt.Fprintf(w, " %s=%d", k, kinds[k])
 		}
 		fmt.Fprintf(w, "; repaired %d; second pass: %d findings\n", s.Reconcile.Repaired, len(s.Recheck.Findings))
@@ -135,15 +136,6 @@ func (s *Summary) Write(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "RESULT       OK\n")
 	}
-}
-
-func sortedKeys[K ~string, V any](m map[K]V) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // keep leaves everything running until ctx ends, for exploration.
