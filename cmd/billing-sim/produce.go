@@ -68,10 +68,14 @@ func runProduce(ctx context.Context, args []string, d deps) error {
 	if err != nil {
 		return err
 	}
-	gen, err := workload.New(workload.Config{
+	cfg := workload.Config{
 		Seed: f.seed, Merchants: f.merchants, Skew: skew, MinAmount: f.minAmount, MaxAmount: f.maxAmount,
 		Duplicates: f.duplicates, Malformed: f.malformed, IDPrefix: f.idPrefix, Start: time.Now().UTC(),
-	})
+	}
+	if f.rate > 0 { // paced: an event's occurred_at is when it is due
+		cfg.Step = time.Duration(float64(time.Second) / float64(f.rate))
+	}
+	gen, err := workload.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -85,9 +89,12 @@ func runProduce(ctx context.Context, args []string, d deps) error {
 	d.log.Info("producing", zap.String("topic", f.topic), zap.Strings("brokers", kcfg.Brokers),
 		zap.Int("total", f.total), zap.Float64("rate", float64(f.rate)), zap.String("skew", skew.String()),
 		zap.Uint64("seed", f.seed), zap.String("id_prefix", f.idPrefix))
-	st, err := workload.Produce(ctx, w, gen, workload.ProduceOptions{
-		Total: f.total, Rate: float64(f.rate), Progress: f.progress,
-		OnProgress: func(st workload.ProduceStats) { fmt.Fprintln(d.stdout, "produced", describe(st)) },
+	reported := time.Now()
+	st, err := workload.ProduceOnSchedule(ctx, w, gen, f.total, f.rate == 0, func(st workload.ScheduleStats) {
+		if time.Since(reported) >= f.progress {
+			reported = time.Now()
+			fmt.Fprintln(d.stdout, "produced", describe(st))
+		}
 	})
 	err = errors.Join(err, w.Close())
 	clients.Transport.CloseIdleConnections()
@@ -98,8 +105,8 @@ func runProduce(ctx context.Context, args []string, d deps) error {
 	return err
 }
 
-func describe(st workload.ProduceStats) string {
+func describe(st workload.ScheduleStats) string {
 	s := st.Summary
 	return fmt.Sprintf("%d messages (%d valid, %d duplicates, %d malformed) in %s: %.0f msg/s",
-		s.Messages, s.Valid, s.Duplicates, s.Malformed, st.Elapsed.Round(time.Millisecond), st.Rate())
+		s.Messages, s.Valid, s.Duplicates, s.Malformed, st.Elapsed.Round(time.Millisecond), float64(s.Messages)/max(st.Elapsed.Seconds(), 1e-9))
 }

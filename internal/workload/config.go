@@ -17,13 +17,12 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMerchants       = 1000
-	DefaultMinAmount       = 1
-	DefaultMaxAmount       = 10
-	DefaultIDPrefix        = "evt-"
-	DefaultStep            = time.Millisecond
-	DefaultDuplicateWindow = 1024
-	maxIDPrefixLen         = 40 // leaves room for the sequence number in a 64-char id
+	DefaultMerchants = 1000
+	DefaultMinAmount = 1
+	DefaultMaxAmount = 10
+	DefaultIDPrefix  = "evt-"
+	DefaultStep      = time.Millisecond
+	maxIDPrefixLen   = 40 // leaves room for the sequence number in a 64-char id
 )
 
 // defaultStart is the occurred_at of the first event when Config.Start is zero.
@@ -48,8 +47,6 @@ type Config struct {
 	IDPrefix string
 	Start    time.Time     // occurred_at of the first message
 	Step     time.Duration // occurred_at advances by Step per message
-	// DuplicateWindow is how many recent valid messages a duplicate is drawn from.
-	DuplicateWindow int
 }
 
 func (c *Config) setDefaults() {
@@ -67,9 +64,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Step == 0 {
 		c.Step = DefaultStep
-	}
-	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = DefaultDuplicateWindow
 	}
 }
 
@@ -93,9 +87,6 @@ func (c Config) Validate() error {
 	}
 	if c.Step < 0 {
 		errs = append(errs, fmt.Errorf("step %v is negative", c.Step))
-	}
-	if c.DuplicateWindow < 0 {
-		errs = append(errs, fmt.Errorf("duplicate window %d is negative", c.DuplicateWindow))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("workload: %w", errors.Join(errs...))

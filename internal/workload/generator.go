@@ -46,6 +46,9 @@ type Message struct {
 	Flaw string
 }
 
+// duplicateWindow is how many recent valid messages a duplicate is drawn from.
+const duplicateWindow = 1024
+
 // Generator yields the stream of a Config, one message at a time. It is not
 // safe for concurrent use.
 type Generator struct {
@@ -69,7 +72,7 @@ func New(cfg Config) (*Generator, error) {
 		cfg:     cfg,
 		rng:     rng,
 		pick:    newPicker(cfg.Skew, cfg.Merchants, rng),
-		history: make([]Message, 0, cfg.DuplicateWindow),
+		history: make([]Message, 0, duplicateWindow),
 	}, nil
 }
 
@@ -139,13 +142,10 @@ func source(i int) event.Source {
 }
 
 func (g *Generator) remember(m Message) {
-	if g.cfg.DuplicateWindow == 0 {
-		return
-	}
-	if len(g.history) < g.cfg.DuplicateWindow {
+	if len(g.history) < duplicateWindow {
 		g.history = append(g.history, m)
 		return
 	}
 	g.history[g.hnext] = m
-	g.hnext = (g.hnext + 1) % g.cfg.DuplicateWindow
+	g.hnext = (g.hnext + 1) % duplicateWindow
 }

@@ -31,8 +31,7 @@ func TestProduceToKafka(t *testing.T) {
 	transport := &kafka.Transport{}
 	w := NewKafkaWriter(k.Brokers, topic, transport)
 	var reports int
-	st, err := Produce(ctx, w, g, ProduceOptions{Total: total, Chunk: 300, Progress: time.Nanosecond,
-		OnProgress: func(ProduceStats) { reports++ }})
+	st, err := ProduceOnSchedule(ctx, w, g, total, true, func(ScheduleStats) { reports++ })
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
@@ -91,7 +90,7 @@ func TestProduceToKafka(t *testing.T) {
 }
 
 func TestProduceRateAndCancel(t *testing.T) {
-	g, err := New(Config{Seed: 1})
+	g, err := New(Config{Seed: 1, Start: time.Now(), Step: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +99,7 @@ func TestProduceRateAndCancel(t *testing.T) {
 	defer cancel()
 	// Unbounded at 1000 msg/s until the deadline: it stops with the context
 	// and counts only what was written.
-	st, err := Produce(ctx, &w, g, ProduceOptions{Rate: 1000})
+	st, err := ProduceOnSchedule(ctx, &w, g, 0, false, nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -30,24 +31,30 @@ type ScheduleStats struct {
 	Elapsed time.Duration
 }
 
-// ProduceOnSchedule writes total messages of g's stream to w on an absolute
-// schedule: message k is due at its occurred_at, g.Config().Start + k*Step,
+// ProduceOnSchedule writes total messages of g's stream (0: until ctx ends)
+// to w on an absolute schedule: message k is due at its occurred_at, g.Config().Start + k*Step,
 // and is handed over at that time (a late producer catches up at once, never
 // stretching the schedule). Paced, each message's occurred_at is its produce
 // time, so the ledger's created_at minus occurred_at is produce->ledger
 // latency, the producer's lag included; its record timestamp
 // (kafka.Message.Time, which the writer's completion still sees) is the same
 // due time. With unpaced, every message is due at once and goes out in
-// chunks as fast as g makes them (a preload).
+// chunks as fast as g makes them (a preload). progress, if set, is called
+// after every hand-over with the totals so far.
 //
-// w should be asynchronous (NewAsyncKafkaWriter): a synchronous writer makes
-// every chunk wait for the broker, and the producer falls behind. What was
-// acknowledged is the writer's completion's to count.
-func ProduceOnSchedule(ctx context.Context, w MessageWriter, g *Generator, total int, unpaced bool) (ScheduleStats, error) {
+// With an asynchronous w (NewAsyncKafkaWriter) what was acknowledged is the
+// writer's completion's to count; a synchronous writer makes every chunk wait
+// for the broker (the producer falls behind, then catches up), and the stats
+// count only acknowledged chunks.
+func ProduceOnSchedule(ctx context.Context, w MessageWriter, g *Generator, total int, unpaced bool, progress func(ScheduleStats)) (ScheduleStats, error) {
 	cfg := g.Config()
 	start, step := cfg.Start, cfg.Step
+	if total == 0 {
+		total = math.MaxInt
+	}
 	var st ScheduleStats
-	batch := make([]kafka.Message, 0, DefaultChunk)
+	batch := make([]kafka.Message, 0, chunk)
+	pending := make([]Message, 0, chunk)
 	for sent := 0; sent < total; {
 		now := time.Now()
 		due := total
@@ -66,10 +73,10 @@ func ProduceOnSchedule(ctx context.Context, w MessageWriter, g *Generator, total
 			}
 			continue
 		}
-		batch = batch[:0]
-		for range min(due-sent, DefaultChunk) {
+		batch, pending = batch[:0], pending[:0]
+		for range min(due-sent, chunk) {
 			m := g.Next()
-			st.Summary.Add(m)
+			pending = append(pending, m)
 			msg := kafka.Message{Key: m.Key, Value: m.Value}
 			if !unpaced {
 				msg.Time = m.Event.OccurredAt // the record's timestamp: when it was due
@@ -80,13 +87,25 @@ func ProduceOnSchedule(ctx context.Context, w MessageWriter, g *Generator, total
 			st.MaxLag = max(st.MaxLag, now.Sub(start.Add(step*time.Duration(sent))))
 		}
 		if err := w.WriteMessages(ctx, batch...); err != nil {
+			if ctx.Err() != nil {
+				return st, ctx.Err()
+			}
 			return st, fmt.Errorf("workload: hand %d messages to the writer after %d: %w", len(batch), sent, err)
+		}
+		for _, m := range pending {
+			st.Summary.Add(m)
 		}
 		sent += len(batch)
 		st.Elapsed = time.Since(start)
+		if progress != nil {
+			progress(st)
+		}
 	}
 	return st, nil
 }
+
+// chunk is the most messages of one hand-over.
+const chunk = 1000
 
 // minTick is the shortest sleep of a paced producer; a message waits at most
 // about this long past its due time.
