@@ -7,6 +7,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -64,20 +65,11 @@ func (p *parser) config(needs []Need) Config {
 		LockTTL:  p.duration("LOCK_TTL", DefaultLockTTL, 100*time.Millisecond, 10*time.Minute),
 		Worker:   p.worker(),
 	}
-	cfg.IDGen = p.idgen(has(needs, NeedWorkerID))
-	if has(needs, NeedKafka) && len(cfg.Kafka.Brokers) == 0 {
+	cfg.IDGen = p.idgen(slices.Contains(needs, NeedWorkerID))
+	if slices.Contains(needs, NeedKafka) && len(cfg.Kafka.Brokers) == 0 {
 		p.fail("KAFKA_BROKERS", "", "is required (comma-separated host:port list)")
 	}
 	return cfg
-}
-
-func has(needs []Need, n Need) bool {
-	for _, x := range needs {
-		if x == n {
-			return true
-		}
-	}
-	return false
 }
 
 // Variables lists every environment variable Load reads, with its default
@@ -90,18 +82,6 @@ func Variables() []Variable {
 type Variable struct {
 	Name, Default, Doc string
 	Secret             bool
-}
-
-func (v Variable) String() string { return v.Name }
-
-func listOf(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }
 
 // Error lists every problem found in the environment.

@@ -43,9 +43,6 @@ func (p *parser) str(name, def string) string {
 	return def
 }
 
-// secret reads a value that must never be echoed back in an error.
-func (p *parser) secret(name string) string { return p.get(name) }
-
 func (p *parser) boolean(name string, def bool) bool {
 	v := p.get(name)
 	if v == "" {
@@ -74,15 +71,6 @@ func (p *parser) integer(name string, def, min, max int) int {
 		return def
 	}
 	return n
-}
-
-// optionalInt returns -1 when the variable is unset.
-func (p *parser) optionalInt(name string, min, max int) int {
-	if p.getenv(name) == "" {
-		p.read = append(p.read, name)
-		return -1
-	}
-	return p.integer(name, -1, min, max)
 }
 
 func (p *parser) duration(name string, def, min, max time.Duration) time.Duration {
@@ -126,11 +114,15 @@ func (p *parser) addr(name, def string) string {
 
 func (p *parser) addrList(name, def string) []string {
 	raw := p.str(name, def)
-	list := listOf(raw)
-	for _, a := range list {
+	var list []string
+	for _, a := range strings.Split(raw, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
 		if err := checkHostPort(a); err != nil {
 			p.fail(name, raw, fmt.Sprintf("entry %q: %v", a, err))
 		}
+		list = append(list, a)
 	}
 	return list
 }

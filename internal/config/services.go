@@ -92,7 +92,7 @@ func (p *parser) kafka() Kafka {
 		SASL: SASL{
 			Mechanism: p.oneOf("KAFKA_SASL_MECHANISM", SASLNone, SASLPlain, SASLScramSHA256, SASLScramSHA512),
 			Username:  p.str("KAFKA_SASL_USERNAME", ""),
-			Password:  p.secret("KAFKA_SASL_PASSWORD"),
+			Password:  p.get("KAFKA_SASL_PASSWORD"),
 		},
 	}
 	if k.Topic == k.DLQTopic {
@@ -146,7 +146,7 @@ func (p *parser) redis() Redis {
 		Addrs:     p.addrList("REDIS_ADDR", DefaultRedis),
 		Cluster:   p.boolean("REDIS_CLUSTER", false),
 		Username:  p.str("REDIS_USERNAME", ""),
-		Password:  p.secret("REDIS_PASSWORD"),
+		Password:  p.get("REDIS_PASSWORD"),
 		DB:        p.integer("REDIS_DB", 0, 0, 15),
 		TLS:       p.tls("REDIS_TLS"),
 		KeyPrefix: p.str("REDIS_KEY_PREFIX", ""),
@@ -168,7 +168,7 @@ func (p *parser) redis() Redis {
 
 func (p *parser) mysql() MySQL {
 	m := MySQL{
-		DSN:          p.secret("MYSQL_DSN"),
+		DSN:          p.get("MYSQL_DSN"),
 		TLSCAFile:    p.file("MYSQL_TLS_CA_FILE"),
 		MaxOpenConns: p.integer("MYSQL_MAX_OPEN_CONNS", 32, 1, 1000),
 	}
@@ -194,10 +194,8 @@ func (p *parser) mysql() MySQL {
 }
 
 func redactParseError(err error, dsn string) string {
+	// The DSN did not parse, so its password is whatever lies between the first ':' and the last '@'.
 	msg := err.Error()
-	if cfg, perr := mysql.ParseDSN(dsn); perr == nil && cfg.Passwd != "" {
-		msg = strings.ReplaceAll(msg, cfg.Passwd, "xxxxx")
-	}
 	if i := strings.Index(dsn, ":"); i >= 0 {
 		if j := strings.LastIndex(dsn, "@"); j > i+1 {
 			msg = strings.ReplaceAll(msg, dsn[i+1:j], "xxxxx")

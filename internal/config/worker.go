@@ -44,16 +44,14 @@ func (p *parser) idgen(required bool) IDGen {
 	if g.Base+g.Count > MaxWorkerID+1 {
 		p.fail("IDGEN_WORKER_ID_COUNT", strconv.Itoa(g.Count), fmt.Sprintf("with IDGEN_WORKER_ID_BASE=%d goes past worker ID %d", g.Base, MaxWorkerID))
 	}
-	explicitSet := p.getenv("IDGEN_WORKER_ID") != ""
-	explicit := p.optionalInt("IDGEN_WORKER_ID", 0, MaxWorkerID)
+	explicit := p.integer("IDGEN_WORKER_ID", -1, 0, MaxWorkerID)
 	switch {
-	case explicitSet && explicit < 0:
-		// already reported as malformed
 	case explicit >= 0:
 		g.WorkerID, g.Source = explicit, "IDGEN_WORKER_ID"
 		if explicit < g.Base || explicit >= g.Base+g.Count {
 			p.fail("IDGEN_WORKER_ID", strconv.Itoa(explicit), fmt.Sprintf("is outside this service's range %d..%d (IDGEN_WORKER_ID_BASE, IDGEN_WORKER_ID_COUNT)", g.Base, g.Base+g.Count-1))
 		}
+	case p.getenv("IDGEN_WORKER_ID") != "": // malformed: already reported
 	case g.PodName != "":
 		ordinal, ok := podOrdinal(g.PodName)
 		if !ok {
@@ -81,7 +79,7 @@ func podOrdinal(pod string) (int, bool) {
 		return 0, false
 	}
 	n, err := strconv.Atoi(pod[i+1:])
-	if err != nil || n < 0 || strconv.Itoa(n) != pod[i+1:] {
+	if err != nil || strconv.Itoa(n) != pod[i+1:] {
 		return 0, false
 	}
 	return n, true
