@@ -77,17 +77,15 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var each func(dlq.Entry) error
 	if *list {
-		if _, err := io.WriteString(stdout, listHeader); err != nil {
-			return err
-		}
+		fmt.Fprint(stdout, listHeader)
 		each = func(e dlq.Entry) error { return writeListLine(stdout, e) }
 	}
 	s, err := c.Summarize(ctx, *topic, each)
+	if err == nil && *list {
+		fmt.Fprintln(stdout)
+	}
 	if err != nil {
 		return err
-	}
-	if *list {
-		fmt.Fprintln(stdout)
 	}
 	return writeSummary(stdout, s, *top)
 }
@@ -227,11 +225,8 @@ func writeReport(w io.Writer, output string, rep dlq.Report, planned []plannedVi
 		return err
 	}
 	var b strings.Builder
-	verb := "sent"
-	if rep.DryRun {
-		verb = "dry run: would send"
-	}
-	fmt.Fprintf(&b, "%s %d message(s) as job %s; selection %s\n", verb, rep.Sent, rep.JobID, rep.Selection)
+	fmt.Fprintf(&b, "%s %d message(s) as job %s; selection %s\n", map[bool]string{false: "sent", true: "dry run: would send"}[rep.DryRun],
+		rep.Sent, rep.JobID, rep.Selection)
 	fmt.Fprintf(&b, "examined %d DLQ record(s), %d selected, %d refused", rep.Examined, rep.Matched, len(rep.Refused))
 	if rep.Copies > 0 {
 		fmt.Fprintf(&b, ", %d copies skipped (a message dead-lettered more than once is sent once)", rep.Copies)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +11,7 @@ import (
 )
 
 func runMigrate(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("migrate", stderr)
 	status := fs.Bool("status", false, "print the applied and the latest version, change nothing")
 	down := fs.Int("down", 0, "revert the newest N migrations")
 	force := fs.Int("force", -1, "mark VERSION applied and clean after repairing a half-applied migration by hand")

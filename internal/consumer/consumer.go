@@ -36,22 +36,17 @@ type Item[T any] struct {
 // goes to the dead-letter topic with class failure.ClassOf(err), or "invalid".
 type Decoder[T any] func(kafka.Message) (value T, laneKey string, err error)
 
-// Handler handles the batches of the lanes; different lanes call it
-// concurrently. It must not keep items after returning.
-//
-// It returns either one error per item (nil: done, its outcome recorded;
-// permanent: dead-letter it; other: retry it), or a batch error meaning no
-// item of the batch is done (transient unless failure.IsPermanent; an outage
-// if failure.IsOutage, even when also marked permanent). An item
-// retried after a transient failure may follow items of the same key that
-// succeeded in the same call: a handler that cares fails them together.
+// Handler handles the lanes' batches, concurrently across lanes, and keeps no
+// item after returning. It returns one error per item (nil: done; permanent:
+// dead-letter it; other: retry it), or a batch error for all of them (an
+// outage if failure.IsOutage, even when also permanent). A retried item may
+// follow items of its key that succeeded in the same call.
 type Handler[T any] interface {
 	HandleBatch(ctx context.Context, items []Item[T]) ([]error, error)
 }
 
-// Probe checks the handler's dependencies. After a transient failure that
-// failure.IsOutage does not recognise, a failing probe means an outage: retry
-// without counting attempts. A nil Probe counts every such failure.
+// Probe checks the handler's dependencies: failing after a transient error,
+// it makes the error an outage. A nil Probe counts every such failure.
 type Probe func(ctx context.Context) error
 
 // ErrAlreadyRun is returned by a second call to Run.
@@ -71,9 +66,7 @@ type Consumer[T any] struct {
 	transport kafka.RoundTripper // of the dead-letter writer and look-ups
 	dlqWriter *kafka.Writer
 
-	// all counts every goroutine Run starts; Run waits for it, bounded by
-	// the shutdown deadline.
-	all      sync.WaitGroup
+	all      sync.WaitGroup // every goroutine Run starts
 	stopOnce sync.Once
 	deadline time.Time // set by stopping()
 }
@@ -108,14 +101,10 @@ func New[T any](cfg Config, decode Decoder[T], h Handler[T], probe Probe, logger
 }
 
 // Run consumes until ctx ends, then stops fetching, lets in-flight batches
-// finish (abandoning, uncommitted, those still running after most of
-// ShutdownTimeout), commits what is done, leaves the group and closes its
-// readers and writer. It returns nil after a shutdown, within ShutdownTimeout
-// of ctx ending; an error only when it cannot start.
-//
-// Should kafka-go's group Close outlast the bound (it may wait for a join in
-// progress, up to GroupTimeout plus RebalanceTimeout), Run returns anyway and
-// logs it; that goroutine ends on its own network timeouts.
+// finish (abandoning, uncommitted, those running after most of
+// ShutdownTimeout), commits what is done and leaves the group. It returns nil
+// within ShutdownTimeout of ctx ending (a group Close that outlasts it is left
+// to its network timeouts), an error only when it cannot start.
 func (c *Consumer[T]) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
@@ -181,9 +170,8 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 	return nil
 }
 
-// Ready returns nil while the consumer has joined the group and nothing is
-// being retried; otherwise the state (joining, stopped) or the failure being
-// retried longest, with its dependency and since when.
+// Ready returns nil once joined while nothing is retried; else the state
+// (joining, stopped) or the failure retried longest, since when.
 func (c *Consumer[T]) Ready(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -191,9 +179,8 @@ func (c *Consumer[T]) Ready(ctx context.Context) error {
 	return c.health.err()
 }
 
-// stopping returns the shutdown deadline, fixed the first time it is asked:
-// when Run's context ends. It keeps a twentieth of ShutdownTimeout in
-// reserve for returning.
+// stopping returns the shutdown deadline, fixed when first asked (as Run's
+// context ends), a twentieth of ShutdownTimeout short of it.
 func (c *Consumer[T]) stopping() time.Time {
 	c.stopOnce.Do(func() { c.deadline = time.Now().Add(c.cfg.ShutdownTimeout - c.cfg.ShutdownTimeout/20) })
 	return c.deadline

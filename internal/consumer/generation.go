@@ -9,10 +9,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// generation is the work of one group generation: a reader and a window per
-// assigned partition, the lanes, and the committer. Nothing of it outlives
-// the generation: what it did not commit before the generation ended is
-// dropped, to be redelivered to the partition's next owner.
+// generation is one group generation's work: a reader and window per
+// partition, the lanes and the committer. What it did not commit is dropped.
 type generation[T any] struct {
 	c     *Consumer[T]
 	kg    *kafka.Generation
@@ -22,16 +20,12 @@ type generation[T any] struct {
 
 	commitNow chan struct{} // asks the committer for a commit before its next tick
 
-	// stop ends fetching, batching and retry waits; work ends handler and
-	// dead-letter calls, a drain budget later.
-	stop, work context.Context
+	stop, work context.Context // stop: fetch, batching, waits; work: handler and DLQ calls, a drain later
 }
 
-// runGeneration runs gen until it is revoked or ctx ends. It runs inside
-// gen.Start so that kafka-go waits for it (and keeps the coordinator
-// connection open for the final commit) before joining the next generation.
-// On shutdown it calls closeGroup after the final commit and waits for
-// kafka-go to end the generation, so the group leaves instead of rejoining.
+// runGeneration runs gen until it is revoked or ctx ends, inside gen.Start
+// so that kafka-go waits for the final commit before joining again. On
+// shutdown it closes the group after that commit, to leave, not rejoin.
 func (c *Consumer[T]) runGeneration(ctx context.Context, kg *kafka.Generation, closeGroup func()) {
 	done := make(chan struct{})
 	kg.Start(func(genCtx context.Context) {
@@ -100,8 +94,7 @@ func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generati
 	}
 }
 
-// closeReaders stops the partition readers, all at once: each may wait up to
-// MaxWait for a fetch in flight.
+// closeReaders stops the partition readers at once (each may wait MaxWait).
 func (g *generation[T]) closeReaders() {
 	var wg sync.WaitGroup
 	for _, p := range g.parts {
@@ -116,8 +109,7 @@ func (g *generation[T]) closeReaders() {
 	wg.Wait()
 }
 
-// commitLoop commits every CommitInterval, and when asked by commitSoon,
-// until the generation stops.
+// commitLoop commits every CommitInterval and on commitSoon until stop.
 func (g *generation[T]) commitLoop() {
 	t := time.NewTicker(g.c.cfg.CommitInterval)
 	defer t.Stop()
@@ -133,8 +125,7 @@ func (g *generation[T]) commitLoop() {
 	}
 }
 
-// commitSoon asks the committer for a commit now rather than at its next
-// tick; requests made while one is pending are merged into it.
+// commitSoon asks for a commit before the next tick; requests merge.
 func (g *generation[T]) commitSoon() {
 	select {
 	case g.commitNow <- struct{}{}:
@@ -142,10 +133,8 @@ func (g *generation[T]) commitSoon() {
 	}
 }
 
-// commit commits each partition's position when it moved, through the
-// generation (the coordinator refuses it once the generation is over, so a
-// revoked partition's offsets can never be moved by this member), and
-// updates the lag and in-flight gauges.
+// commit commits the positions that moved through the generation (refused
+// once it is over: a revoked partition is never moved) and sets the gauges.
 func (g *generation[T]) commit(final bool) {
 	offsets := make(map[int]int64)
 	for _, p := range g.parts {
@@ -176,8 +165,7 @@ func (g *generation[T]) commit(final bool) {
 	}
 }
 
-// waitGroupFor waits for wg up to d and reports whether it finished. On
-// false the waiting goroutine lingers until wg finishes.
+// waitGroupFor waits for wg up to d and reports whether it finished.
 func waitGroupFor(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() {

@@ -33,24 +33,13 @@ type partition struct {
 
 func newPartition(cfg Config, a kafka.PartitionAssignment, m *Metrics) *partition {
 	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:          cfg.Brokers,
-		Topic:            cfg.Topic,
-		Partition:        a.ID,
-		Dialer:           cfg.Dialer,
-		MaxWait:          cfg.MaxWait,
-		ReadBatchTimeout: readBatchTimeout,
-		ReadLagInterval:  -1, // lag comes from the fetched high watermark
-		QueueCapacity:    min(cfg.MaxInFlightPerPartition, 512),
+		Brokers: cfg.Brokers, Topic: cfg.Topic, Partition: a.ID, Dialer: cfg.Dialer, MaxWait: cfg.MaxWait,
+		ReadBatchTimeout: readBatchTimeout, QueueCapacity: min(cfg.MaxInFlightPerPartition, 512),
+		ReadLagInterval: -1, // lag comes from the fetched high watermark
 	})
-	// FirstOffset when the group has no commit for the partition. SetOffset
-	// only fails on a closed reader.
-	_ = r.SetOffset(a.Offset)
-	committed := a.Offset
-	if committed < 0 {
-		committed = -1
-	}
+	_ = r.SetOffset(a.Offset) // FirstOffset without a commit; fails only on a closed reader
 	return &partition{
-		id: a.ID, reader: r, metrics: m.partition(a.ID), committed: committed,
+		id: a.ID, reader: r, metrics: m.partition(a.ID), committed: max(a.Offset, -1),
 		win: newWindow(cfg.MaxInFlightPerPartition, a.Offset), space: make(chan struct{}, 1),
 	}
 }
@@ -153,22 +142,19 @@ func (g *generation[T]) fetch(p *partition) {
 		e := envelope[T]{msg: msg, part: p}
 		var laneKey string
 		e.value, laneKey, e.err = g.c.decode(msg)
-		var h uint32
 		if e.err != nil {
-			h = fnv32(msg.Key)
-		} else {
-			h = fnv32(laneKey)
+			laneKey = string(msg.Key)
 		}
 		select {
-		case g.lanes[h%uint32(len(g.lanes))].in <- e:
+		case g.lanes[fnv32(laneKey)%uint32(len(g.lanes))].in <- e:
 		case <-g.stop.Done():
 			return
 		}
 	}
 }
 
-// fnv32 is FNV-1a of a key, without converting it.
-func fnv32[S ~string | ~[]byte](s S) uint32 {
+// fnv32 is FNV-1a of a key.
+func fnv32(s string) uint32 {
 	h := uint32(2166136261)
 	for i := 0; i < len(s); i++ {
 		h ^= uint32(s[i])

@@ -20,16 +20,13 @@ type Broker struct {
 	Transport kafka.RoundTripper // writes and offset look-ups; nil: kafka.DefaultTransport
 }
 
-// Client runs the operator's work on a dead-letter topic: summary and
-// replay. It never joins a consumer group and never commits an offset: it
-// reads partitions at explicit offsets, from the first one to the high
-// watermark captured before it began, so a topic that keeps growing still
-// gives a finite, repeatable answer.
+// Client reads a dead-letter topic without a consumer group or commits: each
+// partition from its first offset to the high watermark taken at the start,
+// so a growing topic still gives a finite, repeatable answer.
 type Client struct {
 	b Broker
-	// pollWait bounds one wait for a message; stall fails a read that
-	// delivers nothing for this long while offsets of its range remain (an
-	// unreachable broker must not pass for an empty partition).
+	// pollWait bounds one wait for a message; a read that delivers nothing
+	// for stall while its range is unread fails (not an empty partition).
 	pollWait, stall time.Duration
 }
 
@@ -48,8 +45,7 @@ func NewClient(b Broker) (*Client, error) {
 }
 
 // Records returns every record of topic up to its high watermarks, copies
-// included, in partition and offset order. A message without the
-// dead-letter headers is an error.
+// included, in order; a message that is not a record is an error.
 func (c *Client) Records(ctx context.Context, topic string) ([]Record, error) {
 	ranges, err := c.watermarks(ctx, topic)
 	if err != nil {
@@ -77,8 +73,7 @@ func (r Range) Len() int64 { return max(0, r.To-r.From) }
 // errStopScan, returned by a scan callback, ends the scan early without error.
 var errStopScan = errors.New("dlq: stop scan")
 
-// watermarks returns one Range per partition of topic, in partition order:
-// from the first offset still in the log to the high watermark, both as of now.
+// watermarks returns each partition's Range of topic as of now, in order.
 func (c *Client) watermarks(ctx context.Context, topic string) ([]Range, error) {
 	kc := &kafka.Client{Addr: kafka.TCP(c.b.Addrs...), Transport: c.b.Transport, Timeout: 10 * time.Second}
 	meta, err := kc.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
@@ -118,13 +113,10 @@ func (c *Client) watermarks(ctx context.Context, topic string) ([]Range, error) 
 	return out, nil
 }
 
-// scan reads the ranges of topic one partition after the other, in the order
-// given, and calls fn for every message, in offset order. fn returning
-// errStopScan ends the scan with a nil error.
+// scan calls fn for every message of the ranges, in order; fn returning
+// errStopScan ends it with nil.
 func (c *Client) scan(ctx context.Context, topic string, ranges []Range, fn func(kafka.Message) error) error {
-	// A reader's Close waits for its prefetch (up to MaxWait); closing in the
-	// background lets the next partition start meanwhile.
-	var closing sync.WaitGroup
+	var closing sync.WaitGroup // a reader's Close waits up to MaxWait: the next range need not
 	defer closing.Wait()
 	for _, rg := range ranges {
 		if rg.Len() == 0 {

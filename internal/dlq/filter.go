@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,23 +43,27 @@ func (b TimeBound) key() string {
 func (b TimeBound) IsZero() bool { return b.At.IsZero() }
 
 // validate reports every inconsistency at once.
-func (f Filter) validate() error {
-	var errs []error
-	if f.OffsetFrom < 0 {
-		errs = append(errs, fmt.Errorf("dlq: offset-from %d is negative", f.OffsetFrom))
-	}
-	if f.OffsetEnd < 0 || (f.OffsetEnd > 0 && f.OffsetEnd <= f.OffsetFrom) {
-		errs = append(errs, fmt.Errorf("dlq: offset range [%d, %d) is empty", f.OffsetFrom, f.OffsetEnd))
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.At.After(f.Since.At) {
-		errs = append(errs, fmt.Errorf("dlq: until %s is not after since %s", f.Until.At.Format(time.RFC3339), f.Since.At.Format(time.RFC3339)))
-	}
+func (f Filter) validate() error { return errors.Join(f.problems()...) }
+
+func (f Filter) problems() problems {
+	var errs problems
+	errs.add(f.OffsetFrom < 0, "offset-from %d is negative", f.OffsetFrom)
+	errs.add(f.OffsetEnd < 0 || (f.OffsetEnd > 0 && f.OffsetEnd <= f.OffsetFrom), "offset range [%d, %d) is empty", f.OffsetFrom, f.OffsetEnd)
+	errs.add(!f.Since.IsZero() && !f.Until.IsZero() && !f.Until.At.After(f.Since.At),
+		"until %s is not after since %s", f.Until.At.Format(time.RFC3339), f.Since.At.Format(time.RFC3339))
 	for _, p := range f.Partitions {
-		if p < 0 {
-			errs = append(errs, fmt.Errorf("dlq: partition %d is negative", p))
-		}
+		errs.add(p < 0, "partition %d is negative", p)
 	}
-	return errors.Join(errs...)
+	return errs
+}
+
+// problems collects the errors of a validation.
+type problems []error
+
+func (ps *problems) add(bad bool, format string, args ...any) {
+	if bad {
+		*ps = append(*ps, fmt.Errorf("dlq: "+format, args...))
+	}
 }
 
 // match reports whether the entry is selected.
@@ -100,42 +105,32 @@ func (f Filter) narrow(rs []Range) []Range {
 // lists were ordered or repeated, gives the same key.
 func (f Filter) key() string {
 	var parts []string
-	add := func(name string, vals []string) {
-		if len(vals) == 0 {
-			return
+	add := func(name string, vals ...string) {
+		vals = slices.DeleteFunc(slices.Compact(vals), func(v string) bool { return v == "" })
+		if len(vals) > 0 {
+			parts = append(parts, name+"="+strings.Join(vals, ","))
 		}
-		vals = slices.Compact(slices.Sorted(slices.Values(vals)))
-		parts = append(parts, name+"="+strings.Join(vals, ","))
 	}
-	classes := make([]string, len(f.Classes))
-	for i, c := range f.Classes {
-		classes[i] = string(c)
-	}
-	add("class", classes)
-	add("merchant", f.Merchants)
-	add("event", f.EventIDs)
-	if k := f.Since.key(); k != "" {
-		parts = append(parts, "since="+k)
-	}
-	if k := f.Until.key(); k != "" {
-		parts = append(parts, "until="+k)
-	}
-	ps := slices.Compact(slices.Sorted(slices.Values(f.Partitions)))
-	if len(ps) > 0 {
-		strs := make([]string, len(ps))
-		for i, p := range ps {
-			strs[i] = strconv.Itoa(p)
-		}
-		parts = append(parts, "partition="+strings.Join(strs, ","))
-	}
+	add("class", sortedText(f.Classes, func(c Class) string { return string(c) })...)
+	add("merchant", sortedText(f.Merchants, strings.Clone)...)
+	add("event", sortedText(f.EventIDs, strings.Clone)...)
+	add("since", f.Since.key())
+	add("until", f.Until.key())
+	add("partition", sortedText(f.Partitions, strconv.Itoa)...)
 	if f.OffsetFrom > 0 {
-		parts = append(parts, "offset-from="+strconv.FormatInt(f.OffsetFrom, 10))
+		add("offset-from", strconv.FormatInt(f.OffsetFrom, 10))
 	}
 	if f.OffsetEnd > 0 {
-		parts = append(parts, "offset-to="+strconv.FormatInt(f.OffsetEnd-1, 10))
+		add("offset-to", strconv.FormatInt(f.OffsetEnd-1, 10))
 	}
-	if len(parts) == 0 {
-		return "all"
+	return cmp.Or(strings.Join(parts, " "), "all")
+}
+
+// sortedText sorts a copy of vs and renders each with text.
+func sortedText[T cmp.Ordered](vs []T, text func(T) string) []string {
+	out := make([]string, 0, len(vs))
+	for _, v := range slices.Sorted(slices.Values(vs)) {
+		out = append(out, text(v))
 	}
-	return strings.Join(parts, " ")
+	return out
 }

@@ -11,16 +11,12 @@ import (
 	"os"
 )
 
-// progress is a selection's part of the replay progress file, a JSON line
-// per event, only ever appended to: a job begins ({"selection","job","start"})
-// and a batch is acknowledged ({"selection","job","sent":[identities]}). A
-// selection's job is the one its last start line names; what the job sent
-// is the union of its sent lines. Lines are fsynced as they are written, and
-// a line torn by a crash is cut off when the file is next opened to write.
-//
-// The file lives where the command runs (a Job's volume, one operator's
-// shell) and is locked while a replay writes it. Delete it, or pass
-// Restart, to begin again.
+// progress is a selection's part of the replay progress file: JSON lines,
+// fsynced and only appended, one when a job starts ({"selection","job",
+// "start"}) and one per acknowledged batch ({"selection","job","sent":[ids]}).
+// A selection's job is its last start's; what it sent, the union of its sent
+// lines. A line torn by a crash is cut when the file is next opened to write;
+// a replay locks the file while it writes. Delete it, or Restart, to begin again.
 type progress struct {
 	f         *os.File // nil in a dry run: nothing is written
 	selection string

@@ -33,11 +33,13 @@ type ReplayOptions struct {
 	// JobID labels the replay (replay.job_id). Empty: the stored job's id
 	// when resuming, else a generated one.
 	JobID        string
-	DryRun       bool          // report what would be sent; send and record nothing
-	ProgressFile string        // required unless DryRun
-	Restart      bool          // begin a new job for this selection, forgetting what the stored one sent
-	SendTimeout  time.Duration // bound on one batch write, which an interrupt does not cut short (30s)
+	DryRun       bool   // report what would be sent; send and record nothing
+	ProgressFile string // required unless DryRun
+	Restart      bool   // begin a new job for this selection, forgetting what the stored one sent
 }
+
+// sendTimeout bounds one batch write, which an interrupt does not cut short.
+const sendTimeout = 30 * time.Second
 
 func (o *ReplayOptions) setDefaults() {
 	if o.MaxReplays == 0 {
@@ -45,9 +47,6 @@ func (o *ReplayOptions) setDefaults() {
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = 100
-	}
-	if o.SendTimeout == 0 {
-		o.SendTimeout = 30 * time.Second
 	}
 }
 
@@ -60,32 +59,17 @@ var (
 
 // Validate reports every problem at once.
 func (o ReplayOptions) Validate() error {
-	var errs []error
-	if o.DLQTopic == "" {
-		errs = append(errs, errors.New("dlq: DLQ topic is empty"))
-	}
-	if o.ToTopic != "" && o.ToTopic == o.DLQTopic {
-		errs = append(errs, fmt.Errorf("dlq: refusing to replay %s into itself", o.DLQTopic))
-	}
-	if o.Limit < 0 {
-		errs = append(errs, fmt.Errorf("dlq: limit %d is negative", o.Limit))
-	}
-	if o.MaxReplays < 1 {
-		errs = append(errs, fmt.Errorf("dlq: max replays %d is below 1", o.MaxReplays))
-	}
-	if o.Rate < 0 {
-		errs = append(errs, fmt.Errorf("dlq: rate %g is negative", o.Rate))
-	}
-	if o.BatchSize < 1 {
-		errs = append(errs, fmt.Errorf("dlq: batch size %d is below 1", o.BatchSize))
-	}
-	if o.SendTimeout < 0 {
-		errs = append(errs, fmt.Errorf("dlq: send timeout %s is negative", o.SendTimeout))
-	}
+	errs := o.Filter.problems()
+	errs.add(o.DLQTopic == "", "DLQ topic is empty")
+	errs.add(o.ToTopic != "" && o.ToTopic == o.DLQTopic, "refusing to replay %s into itself", o.DLQTopic)
+	errs.add(o.Limit < 0, "limit %d is negative", o.Limit)
+	errs.add(o.MaxReplays < 1, "max replays %d is below 1", o.MaxReplays)
+	errs.add(o.Rate < 0, "rate %g is negative", o.Rate)
+	errs.add(o.BatchSize < 1, "batch size %d is below 1", o.BatchSize)
 	if o.ProgressFile == "" && !o.DryRun {
 		errs = append(errs, ErrNoProgressFile)
 	}
-	return errors.Join(append(errs, o.Filter.validate())...)
+	return errors.Join(errs...)
 }
 
 // Selection is the key of this replay's progress: the DLQ topic, the filter
@@ -153,20 +137,15 @@ type Report struct {
 	Done         bool      `json:"done"` // every selected message up to the high watermark is handled
 }
 
-// Replay sends the selected messages of the DLQ back: each message's
-// original key, value and headers to its original topic and partition,
-// adding replay.job_id and replay.count = the record's count + 1, so that a
-// replay that fails again returns to the DLQ with a raised count and is
-// refused once the count reaches MaxReplays. Writes are synchronous with
-// acks=all, and obs (which may be nil) hears of every record read.
-//
-// Records with one provenance are one message: only the first read is
-// considered, and a message the selection's job sent in an earlier run (as
-// the progress file records) is not sent again. The file is appended to
-// after every acknowledged batch, so interrupting ctx stops the run after
-// the batch in flight is acknowledged and recorded, and the next run with the
-// same selection resumes the job. Should the process die between an ack and
-// the append, that batch is sent again: the worker's idempotency absorbs it.
+// Replay sends the selected messages of the DLQ back as replayMessage makes
+// them, so one that fails again returns with a raised replay count and is
+// refused at MaxReplays. Writes are synchronous (acks=all); obs, which may be
+// nil, hears of every record read. Records of one provenance are one message,
+// sent once: the first read counts, and what the selection's job sent in an
+// earlier run (the progress file, appended to after every acknowledged batch)
+// is not sent again. An interrupt stops after the batch in flight is
+// recorded; a crash between an ack and the append resends that batch, which
+// the worker's idempotency absorbs.
 func (c *Client) Replay(ctx context.Context, o ReplayOptions, obs Observer) (Report, error) {
 	o.setDefaults()
 	if err := o.Validate(); err != nil {
@@ -245,21 +224,13 @@ func newReplayRun(ctx context.Context, c *Client, o ReplayOptions, prog *progres
 		obs = nopObserver{}
 	}
 	r := &replayRun{ctx: ctx, o: o, prog: prog, rep: rep, obs: obs, batch: o.BatchSize, seen: map[string]bool{}}
-	if o.Rate > 0 {
-		// Small batches a tenth of a second apart keep the pace even.
+	if o.Rate > 0 { // small batches a tenth of a second apart keep the pace even
 		r.batch = min(max(int(o.Rate/10), 1), o.BatchSize)
 		r.limiter = rate.NewLimiter(rate.Limit(o.Rate), r.batch)
 	}
-	if !o.DryRun {
-		r.w = &kafka.Writer{
-			Addr:         kafka.TCP(c.b.Addrs...),
-			Transport:    c.b.Transport,
-			Balancer:     originalPartition{fallback: &kafka.Hash{}},
-			RequiredAcks: kafka.RequireAll,
-			BatchSize:    r.batch,
-			BatchTimeout: time.Millisecond, // writes are synchronous and batched here
-			WriteTimeout: o.SendTimeout,
-		}
+	if !o.DryRun { // writes are synchronous and batched here
+		r.w = &kafka.Writer{Addr: kafka.TCP(c.b.Addrs...), Transport: c.b.Transport, Balancer: originalPartition{fallback: &kafka.Hash{}},
+			RequiredAcks: kafka.RequireAll, BatchSize: r.batch, BatchTimeout: time.Millisecond, WriteTimeout: sendTimeout}
 	}
 	return r
 }
@@ -277,23 +248,25 @@ func (r *replayRun) step(m kafka.Message) error {
 	r.rep.Examined++
 	st := Step{Entry: e, Action: r.decide(e, id)}
 	r.seen[id] = true
+	var refusal string
 	switch st.Action {
 	case ActionRefuse:
-		r.refuse(e, fmt.Sprintf("replayed %d time(s) already, --max-replays is %d", e.ReplayCount, r.o.MaxReplays))
+		refusal = fmt.Sprintf("replayed %d time(s) already, --max-replays is %d", e.ReplayCount, r.o.MaxReplays)
 	case ActionUnreadable:
-		r.refuse(e, e.Err.Error())
+		refusal = e.Err.Error()
 	case ActionCopy:
 		r.rep.Copies++
 	case ActionSend:
-		msg, err := replayMessage(e.Record, r.rep.JobID, r.o.ToTopic, r.o.DLQTopic)
-		if err != nil {
-			st.Action = ActionUnreadable
-			r.refuse(e, err.Error())
-			break
+		var err error
+		if st.Message, err = replayMessage(e.Record, r.rep.JobID, r.o.ToTopic, r.o.DLQTopic); err != nil {
+			st.Action, refusal = ActionUnreadable, err.Error()
 		}
-		st.Message = msg
 	}
-	if st.Action != ActionSkip && st.Action != ActionCopy && st.Action != ActionSent {
+	if refusal != "" {
+		r.rep.Refused = append(r.rep.Refused, Refusal{Partition: e.Partition, Offset: e.Offset, EventID: e.EventID,
+			Merchant: e.Merchant, ReplayCount: e.ReplayCount, Reason: refusal})
+	}
+	if refusal != "" || st.Action == ActionSend {
 		r.rep.Matched++
 	}
 	r.obs.Step(st)
@@ -334,16 +307,9 @@ func (r *replayRun) decide(e Entry, id string) Action {
 	return ActionSend
 }
 
-func (r *replayRun) refuse(e Entry, reason string) {
-	r.rep.Refused = append(r.rep.Refused, Refusal{
-		Partition: e.Partition, Offset: e.Offset, EventID: e.EventID, Merchant: e.Merchant,
-		ReplayCount: e.ReplayCount, Reason: reason,
-	})
-}
-
 // flush sends the pending batch, waits for every replica's ack, then records
 // it. The write is not cut short by an interrupt: a batch in flight is
-// finished and recorded (within SendTimeout), so a resumed run does not send it again.
+// finished and recorded (within sendTimeout), so a resumed run does not send it again.
 func (r *replayRun) flush(ctx context.Context) error {
 	n := len(r.pending)
 	if n == 0 {
@@ -354,7 +320,7 @@ func (r *replayRun) flush(ctx context.Context) error {
 			return fmt.Errorf("dlq: rate limit: %w", err)
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.SendTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	err := r.w.WriteMessages(sctx, r.pending...)
 	cancel()
 	if err != nil {
@@ -380,16 +346,9 @@ func replayMessage(rec Record, jobID, toTopic, dlqTopic string) (kafka.Message, 
 	if m.Topic == "" || m.Topic == dlqTopic {
 		return kafka.Message{}, ErrNoTarget
 	}
-	m.Headers = make([]kafka.Header, 0, len(rec.Headers)+2)
-	for _, h := range rec.Headers {
-		if h.Key != HeaderReplayCount && h.Key != HeaderReplayJob {
-			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: slices.Clone(h.Value)})
-		}
-	}
-	m.Headers = append(m.Headers,
+	m.Headers = append(slices.Clip(rec.Headers), // a record's headers never hold the replay ones
 		kafka.Header{Key: HeaderReplayJob, Value: []byte(jobID)},
-		kafka.Header{Key: HeaderReplayCount, Value: []byte(strconv.Itoa(rec.ReplayCount + 1))},
-	)
+		kafka.Header{Key: HeaderReplayCount, Value: []byte(strconv.Itoa(rec.ReplayCount + 1))})
 	return m, nil
 }
 

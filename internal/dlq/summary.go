@@ -45,10 +45,8 @@ func (s *Summary) add(e Entry) {
 	}
 }
 
-// Summarize reads topic from its first offsets to the high watermarks taken
-// at the start, twice: to count the copies of each message, then to count
-// the messages and hand each (its first record, with Copies set) to each,
-// which may be nil, in partition and offset order.
+// Summarize reads topic twice: to count each message's copies, then to count
+// the messages and hand each (its first record, Copies set) to each, if set.
 func (c *Client) Summarize(ctx context.Context, topic string, each func(Entry) error) (*Summary, error) {
 	ranges, err := c.watermarks(ctx, topic)
 	if err != nil {
