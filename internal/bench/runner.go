@@ -2,12 +2,9 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -47,8 +44,8 @@ func Run(ctx context.Context, cfg Config, rdb redis.UniversalClient, log *zap.Lo
 	}
 	rep := newReport(cfg, events)
 	rep.Host.MySQL = serverVersion(ctx, admin)
-	rep.Host.Redis = redisVersion(ctx, rdb)
-	run := time.Now().UTC().Format("20060102_150405") + "_" + randomHex(2)
+	rep.Host.Redis = scenario.RedisVersion(ctx, rdb)
+	run := scenario.RunID()
 	for _, name := range cfg.Strategies {
 		if ctx.Err() != nil {
 			break
@@ -194,29 +191,10 @@ func (r runner) progress(done *atomic.Int64) (stop func()) {
 	}
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // never fails (crypto/rand aborts the program instead)
-	return hex.EncodeToString(b)
-}
-
 func serverVersion(ctx context.Context, db *sql.DB) string {
 	var v string
 	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
 		return "unknown"
 	}
 	return v
-}
-
-func redisVersion(ctx context.Context, rdb redis.UniversalClient) string {
-	info, err := rdb.Info(ctx, "server").Result()
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return v
-		}
-	}
-	return "unknown"
 }

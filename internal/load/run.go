@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/workload"
 )
 
@@ -121,7 +122,9 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 	var acked int
 	var ackErr error
 	counted := start.Add(r.o.Warmup)
-	w := workload.NewAsyncKafkaWriter(r.st.Brokers, r.st.Topic, r.st.Transport, func(msgs []kafka.Message, err error) {
+	w := workload.NewKafkaWriter(r.st.Brokers, r.st.Topic, r.st.Transport)
+	w.Async = true // the schedule never waits for a batch; Close waits for the last completion
+	w.Completion = func(msgs []kafka.Message, err error) {
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
@@ -135,7 +138,7 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 				p.acks = append(p.acks, now.Sub(m.Time).Microseconds())
 			}
 		}
-	})
+	}
 	p.ScheduleStats, err = workload.ProduceOnSchedule(ctx, w, g, r.o.Events, unpaced, nil)
 	err = errors.Join(err, w.Close()) // flushes, and waits for the last completion
 	mu.Lock()
@@ -264,12 +267,6 @@ func host(ctx context.Context, st *stage) Host {
 	h := Host{CPUs: runtime.NumCPU()}
 	_ = st.db.QueryRowContext(ctx, "SELECT VERSION(), @@innodb_buffer_pool_size, @@innodb_flush_log_at_trx_commit").
 		Scan(&h.MySQL, &h.BufferPoolBytes, &h.FlushLogAtTrxCommit)
-	if info, err := st.Redis.Info(ctx, "server").Result(); err == nil {
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-				h.Redis = v
-			}
-		}
-	}
+	h.Redis = scenario.RedisVersion(ctx, st.Redis)
 	return h
 }

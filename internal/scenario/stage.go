@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -52,9 +53,7 @@ const dlqCleanup = "compact,delete"
 
 // NewStage sets up a run; what it made is removed again when it fails.
 func NewStage(ctx context.Context, o StageOptions) (_ *Stage, err error) {
-	var b [2]byte
-	_, _ = rand.Read(b[:]) // never fails
-	id := time.Now().UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
+	id := RunID()
 	s := &Stage{ID: id, Group: "billing-" + o.Name + "-" + id, Prefix: o.KeyPrefix + id + ":", Redis: o.Redis, Transport: &kafka.Transport{}}
 	defer func() {
 		if err != nil {
@@ -139,6 +138,24 @@ func (s *Stage) Teardown() error {
 	}
 	s.Transport.CloseIdleConnections()
 	return errors.Join(errs...)
+}
+
+// RunID names a run: its start time and a random suffix.
+func RunID() string {
+	var b [2]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return time.Now().UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
+}
+
+// RedisVersion is the server's redis_version, or "unknown".
+func RedisVersion(ctx context.Context, rdb redis.UniversalClient) string {
+	info, _ := rdb.Info(ctx, "server").Result()
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "unknown"
 }
 
 // Client is a Kafka client of the stage's brokers.

@@ -9,18 +9,6 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// NewAsyncKafkaWriter is NewKafkaWriter made asynchronous: WriteMessages
-// only hands messages to the partitions' batches and returns, so a producer on
-// a schedule never waits for the previous batch. completion is called from the
-// writer's goroutines with each batch's outcome; Close flushes what is pending
-// and returns after the last completion.
-func NewAsyncKafkaWriter(brokers []string, topic string, transport *kafka.Transport, completion func(msgs []kafka.Message, err error)) *kafka.Writer {
-	w := NewKafkaWriter(brokers, topic, transport)
-	w.Async = true
-	w.Completion = completion
-	return w
-}
-
 // ScheduleStats is what ProduceOnSchedule handed to the writer.
 type ScheduleStats struct {
 	Summary Summary
@@ -42,7 +30,7 @@ type ScheduleStats struct {
 // chunks as fast as g makes them (a preload). progress, if set, is called
 // after every hand-over with the totals so far.
 //
-// With an asynchronous w (NewAsyncKafkaWriter) what was acknowledged is the
+// With an asynchronous w (kafka.Writer.Async) what was acknowledged is the
 // writer's completion's to count; a synchronous writer makes every chunk wait
 // for the broker (the producer falls behind, then catches up), and the stats
 // count only acknowledged chunks.
