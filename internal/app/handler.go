@@ -26,7 +26,6 @@ type billingHandler struct {
 	deductor *deduct.Deductor
 	metrics  *Metrics
 	log      *zap.Logger
-	now      func() time.Time
 }
 
 func (h *billingHandler) HandleBatch(ctx context.Context, items []consumer.Item[event.PaymentSucceeded]) ([]error, error) {
@@ -38,7 +37,7 @@ func (h *billingHandler) HandleBatch(ctx context.Context, items []consumer.Item[
 	if err != nil {
 		return nil, err // transient for the whole batch: the consumer retries it
 	}
-	now := h.now()
+	now := time.Now()
 	errs := make([]error, len(items))
 	for i, r := range results {
 		h.metrics.events.WithLabelValues(string(r.Outcome)).Inc()

@@ -19,7 +19,6 @@ import (
 
 // Worker is one billing-worker: a consumer-group member running the write path.
 type Worker struct {
-	cfg config.Config
 	log *zap.Logger
 	svc *services
 	*writePath
@@ -48,7 +47,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	w := &Worker{cfg: cfg, log: log}
+	w := &Worker{log: log}
 	if w.svc, err = openServices(ctx, cfg, "billing-worker", log); err != nil {
 		return nil, err
 	}
@@ -64,7 +63,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log); err != nil {
 		return nil, err
 	}
-	handler := &billingHandler{deductor: w.Deductor, metrics: m.app, log: log, now: time.Now}
+	handler := &billingHandler{deductor: w.Deductor, metrics: m.app, log: log}
 	w.consumer, err = consumer.New(consumerConfig(cfg, w.svc), decode, handler, w.probe, log, m.consumer)
 	if err != nil {
 		return nil, err

@@ -57,37 +57,28 @@ func (p *parser) boolean(name string, def bool) bool {
 }
 
 func (p *parser) integer(name string, def, min, max int) int {
-	v := p.get(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		p.fail(name, v, "is not an integer")
-		return def
-	}
-	if n < min || n > max {
-		p.fail(name, v, fmt.Sprintf("is outside %d..%d", min, max))
-		return def
-	}
-	return n
+	return ranged(p, name, def, min, max, strconv.Atoi, "an integer")
 }
 
 func (p *parser) duration(name string, def, min, max time.Duration) time.Duration {
+	return ranged(p, name, def, min, max, time.ParseDuration, "a duration (e.g. 30s, 500ms, 2m)")
+}
+
+func ranged[T int | time.Duration](p *parser, name string, def, min, max T, parse func(string) (T, error), what string) T {
 	v := p.get(name)
 	if v == "" {
 		return def
 	}
-	d, err := time.ParseDuration(v)
+	n, err := parse(v)
 	if err != nil {
-		p.fail(name, v, "is not a duration (e.g. 30s, 500ms, 2m)")
+		p.fail(name, v, "is not "+what)
 		return def
 	}
-	if d < min || d > max {
-		p.fail(name, v, fmt.Sprintf("is outside %s..%s", min, max))
+	if n < min || n > max {
+		p.fail(name, v, fmt.Sprintf("is outside %v..%v", min, max))
 		return def
 	}
-	return d
+	return n
 }
 
 func (p *parser) oneOf(name, def string, allowed ...string) string {
