@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/deduct"
-	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/lock"
 )
@@ -34,21 +33,4 @@ func (m merchantLocks) Acquire(ctx context.Context, merchantIDs []string) (deduc
 		return nil, err // not l: a nil *lock.Lock is a non-nil Held
 	}
 	return l, nil
-}
-
-// ledgerIDs adapts the Snowflake generator to the ledger's bulk ID source.
-type ledgerIDs struct {
-	gen *idgen.Generator
-}
-
-// NextIDs fills dst. Its refusals are outages by idgen's own errors (Outage() true).
-func (l ledgerIDs) NextIDs(dst []int64) error {
-	ids := make([]idgen.ID, len(dst))
-	if err := l.gen.NextIDs(ids); err != nil {
-		return err
-	}
-	for i, id := range ids {
-		dst[i] = int64(id)
-	}
-	return nil
 }

@@ -42,7 +42,7 @@ func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *work
 	if wp.locks, err = lock.New(svc.Redis, svc.Keys, lock.Options{Metrics: m.lock, Logger: log}); err != nil {
 		return nil, err
 	}
-	store, err := ledger.New(svc.DB, ledgerIDs{gen}, m.ledger, ledger.Options{})
+	store, err := ledger.New(svc.DB, idgen.Int64s{Generator: gen}, m.ledger, ledger.Options{})
 	if err != nil {
 		return nil, err
 	}

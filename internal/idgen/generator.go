@@ -74,15 +74,23 @@ func (g *Generator) NextID() (ID, error) {
 // NextIDs fills dst with new, strictly increasing IDs, one compare-and-swap
 // per millisecond the batch spans. On error dst is partly filled: treat the
 // batch as failed.
-func (g *Generator) NextIDs(dst []ID) error {
+func (g *Generator) NextIDs(dst []ID) error { return nextIDs(g, dst) }
+
+// Int64s is the generator as a source of plain int64 IDs (a ledger.IDSource).
+type Int64s struct{ *Generator }
+
+// NextIDs is Generator.NextIDs into int64s.
+func (s Int64s) NextIDs(dst []int64) error { return nextIDs(s.Generator, dst) }
+
+func nextIDs[T ~int64](g *Generator, dst []T) error {
 	for len(dst) > 0 {
 		ms, seq, n, err := g.reserve(len(dst))
 		if err != nil {
 			return err
 		}
-		first := ID(ms<<timeShift | g.worker | seq)
+		first := T(ms<<timeShift | g.worker | seq)
 		for i := range n {
-			dst[i] = first + ID(i)
+			dst[i] = first + T(i)
 		}
 		dst = dst[n:]
 		g.m.issued.Add(float64(n))

@@ -398,3 +398,19 @@ func TestRefusedCallLeavesNoTrace(t *testing.T) {
 		})
 	}
 }
+
+func TestInt64s(t *testing.T) {
+	g := newTestGenerator(t, 4, Options{Clock: newFakeClock(testStart)})
+	first := mustNext(t, g)
+	dst := make([]int64, 5000)
+	if err := (Int64s{g}).NextIDs(dst); err != nil {
+		t.Fatal(err)
+	}
+	prev := int64(first)
+	for i, id := range dst {
+		if id <= prev || decode(ID(id)).Worker != 4 {
+			t.Fatalf("dst[%d] = %d after %d", i, id, prev)
+		}
+		prev = id
+	}
+}
