@@ -59,8 +59,7 @@ func writeListLine(w io.Writer, e dlq.Entry) error {
 	return err
 }
 
-// writeSummary writes the summary for a person; top bounds the merchants
-// shown (0: all).
+// writeSummary writes the summary for a person, top merchants (0: all).
 func writeSummary(w io.Writer, s *dlq.Summary, top int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "DLQ %s: %d message(s)", s.Topic, s.Total)
@@ -82,30 +81,26 @@ func writeSummary(w io.Writer, s *dlq.Summary, top int) error {
 		fmt.Fprintf(&b, " %d:[%d,%d)", r.Partition, r.From, r.To)
 	}
 	b.WriteString("\n")
-	classes := map[string]int{}
-	for c, n := range s.ByClass {
-		classes[string(c)] = n
-	}
-	writeCounts(&b, "by error class", classes, 0)
+	writeCounts(&b, "by error class", s.ByClass, 0)
 	writeCounts(&b, "by original topic", s.ByTopic, 0)
 	writeCounts(&b, "by merchant", s.ByMerchant, top)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func writeCounts(b *strings.Builder, title string, m map[string]int, top int) {
+func writeCounts[K ~string](b *strings.Builder, title string, m map[K]int, top int) {
 	if len(m) == 0 {
 		return
 	}
 	keys := slices.Collect(maps.Keys(m))
-	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
+	slices.SortFunc(keys, func(a, b K) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
 	fmt.Fprintf(b, "%s:\n", title)
 	for i, k := range keys {
 		if top > 0 && i == top {
 			fmt.Fprintf(b, "  ... %d more\n", len(keys)-top)
 			break
 		}
-		fmt.Fprintf(b, "  %8d  %s\n", m[k], orDash(oneLine(k)))
+		fmt.Fprintf(b, "  %8d  %s\n", m[k], orDash(oneLine(string(k))))
 	}
 }
 
@@ -179,12 +174,9 @@ type headerView struct {
 }
 
 func viewPlanned(s dlq.Step) plannedView {
-	v := plannedView{
-		DLQPartition: s.Entry.Partition, DLQOffset: s.Entry.Offset, Topic: s.Message.Topic,
-		Key: string(s.Message.Key), Value: string(s.Message.Value), Headers: []headerView{},
-	}
-	if s.Message.Partition >= 0 {
-		p := s.Message.Partition
+	v := plannedView{DLQPartition: s.Entry.Partition, DLQOffset: s.Entry.Offset, Topic: s.Message.Topic,
+		Key: string(s.Message.Key), Value: string(s.Message.Value), Headers: []headerView{}}
+	if p := s.Message.Partition; p >= 0 {
 		v.Partition = &p
 	}
 	for _, h := range s.Message.Headers {
@@ -248,14 +240,9 @@ type progressObserver struct {
 func (p *progressObserver) Begin(total int64) {
 	p.total = total
 	if p.terminal {
-		p.bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(p.w),
-			progressbar.OptionSetDescription("replay"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetRenderBlankState(true),
-		)
+		p.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription("replay"),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetRenderBlankState(true))
 		return
 	}
 	fmt.Fprintf(p.w, "replay: %d DLQ offset(s) to examine\n", total)

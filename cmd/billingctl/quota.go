@@ -44,7 +44,7 @@ func runQuota(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			problems = append(problems, fmt.Sprintf("--id %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id))
 		}
 	case "show":
-		if *output != "text" && *output != "json" {
+		if !validOutput(*output) {
 			problems = append(problems, fmt.Sprintf("--output %q is not text or json", *output))
 		}
 	default:

@@ -91,14 +91,11 @@ func (c Config) Validate() error {
 	} else if c.DLQTopic == c.Topic {
 		bad("DLQTopic %q is the consumed topic", c.DLQTopic)
 	}
-	counts := []struct {
+	for _, n := range []struct {
 		name string
 		v    int
-	}{
-		{"Lanes", c.Lanes}, {"BatchSize", c.BatchSize}, {"MaxInFlightPerPartition", c.MaxInFlightPerPartition},
-		{"MaxAttempts", c.MaxAttempts},
-	}
-	for _, n := range counts {
+	}{{"Lanes", c.Lanes}, {"BatchSize", c.BatchSize},
+		{"MaxInFlightPerPartition", c.MaxInFlightPerPartition}, {"MaxAttempts", c.MaxAttempts}} {
 		if n.v < 1 {
 			bad("%s = %d, want >= 1", n.name, n.v)
 		}
@@ -106,16 +103,13 @@ func (c Config) Validate() error {
 	if c.BatchWait < 0 {
 		bad("BatchWait = %v, want >= 0", c.BatchWait)
 	}
-	durations := []struct {
+	for _, d := range []struct {
 		name string
 		d    time.Duration
-	}{
-		{"CommitInterval", c.CommitInterval}, {"BackoffInitial", c.BackoffInitial}, {"BackoffMax", c.BackoffMax},
+	}{{"CommitInterval", c.CommitInterval}, {"BackoffInitial", c.BackoffInitial}, {"BackoffMax", c.BackoffMax},
 		{"ProbeTimeout", c.ProbeTimeout}, {"ShutdownTimeout", c.ShutdownTimeout}, {"SessionTimeout", c.SessionTimeout},
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"RebalanceTimeout", c.RebalanceTimeout},
-		{"JoinGroupBackoff", c.JoinGroupBackoff}, {"GroupTimeout", c.GroupTimeout}, {"MaxWait", c.MaxWait},
-	}
-	for _, d := range durations {
+		{"JoinGroupBackoff", c.JoinGroupBackoff}, {"GroupTimeout", c.GroupTimeout}, {"MaxWait", c.MaxWait}} {
 		if d.d <= 0 {
 			bad("%s = %v, want > 0", d.name, d.d)
 		}

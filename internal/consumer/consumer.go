@@ -109,7 +109,13 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
-	group, err := kafka.NewConsumerGroup(c.groupConfig())
+	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: c.cfg.Group, Brokers: c.cfg.Brokers, Dialer: c.cfg.Dialer, Topics: []string{c.cfg.Topic},
+		HeartbeatInterval: c.cfg.HeartbeatInterval, SessionTimeout: c.cfg.SessionTimeout,
+		RebalanceTimeout: c.cfg.RebalanceTimeout, JoinGroupBackoff: c.cfg.JoinGroupBackoff, Timeout: c.cfg.GroupTimeout,
+		WatchPartitionChanges: true, StartOffset: kafka.FirstOffset,
+		ErrorLogger: kafka.LoggerFunc(c.log.Named("kafka").Sugar().Warnf),
+	})
 	if err != nil {
 		c.health.setState(ErrStopped)
 		return fmt.Errorf("consumer: group: %w", err)
@@ -157,13 +163,9 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 	if !waitUntil(closed, deadline) {
 		c.log.Warn("consumer group close outlasted the shutdown timeout; leaving it to finish on its own")
 	}
-	allDone := make(chan struct{})
-	go func() {
-		c.all.Wait()
+	if waitGroupFor(&c.all, time.Until(deadline)) {
 		_ = c.dlqWriter.Close() // writes are synchronous: nothing is left to flush
-		close(allDone)
-	}()
-	if !waitUntil(allDone, deadline) {
+	} else {
 		c.log.Error("handler calls still running at the shutdown deadline; abandoned, their offsets not committed")
 	}
 	c.health.setState(ErrStopped)
@@ -197,37 +199,18 @@ func (c *Consumer[T]) goAll(wg *sync.WaitGroup, fn func()) {
 	}()
 }
 
-func (c *Consumer[T]) groupConfig() kafka.ConsumerGroupConfig {
-	errLog := c.log.Named("kafka").Sugar()
-	return kafka.ConsumerGroupConfig{
-		ID:                    c.cfg.Group,
-		Brokers:               c.cfg.Brokers,
-		Dialer:                c.cfg.Dialer,
-		Topics:                []string{c.cfg.Topic},
-		HeartbeatInterval:     c.cfg.HeartbeatInterval,
-		SessionTimeout:        c.cfg.SessionTimeout,
-		RebalanceTimeout:      c.cfg.RebalanceTimeout,
-		JoinGroupBackoff:      c.cfg.JoinGroupBackoff,
-		Timeout:               c.cfg.GroupTimeout,
-		WatchPartitionChanges: true,
-		StartOffset:           kafka.FirstOffset,
-		ErrorLogger:           kafka.LoggerFunc(errLog.Warnf),
-	}
-}
-
 // waitUntil waits for done until deadline and reports whether done closed.
 func waitUntil(done <-chan struct{}, deadline time.Time) bool {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-done:
-		return true
 	case <-t.C:
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/failure"
 )
 
 // pending is a message on its way to the dead-letter topic.
@@ -21,7 +22,11 @@ type pending[T any] struct {
 // toDLQ counts a permanent failure of e, which dead-letters it.
 func toDLQ[T any](e envelope[T], cause error) pending[T] {
 	e.fail()
-	return pending[T]{e: e, class: classOf(cause), cause: cause}
+	class := dlq.Class(failure.ClassOf(cause))
+	if class == "" {
+		class = dlq.ClassInvalid
+	}
+	return pending[T]{e: e, class: class, cause: cause}
 }
 
 // errDLQAbsent names the missing dead-letter topic: the writer never creates

@@ -43,16 +43,12 @@ func (g *generation[T]) settle(l *lane[T]) {
 }
 
 // handle calls the handler until every item is done or dead-lettered, and
-// reports false when it gave up because the generation stopped.
-//
-// Transient failures wait with backoff while the lane (and so its partitions'
-// windows) waits. An outage is retried as it is and no attempt counts: an
-// error that describes a server (failure.IsOutage), or any error while the
-// probe fails. Otherwise the items themselves fail, so several failed items
-// are split and retried one by one, and a single failed item (alone in the
-// call, or the only failure of it) counts an attempt, and is dead-lettered as
-// exhausted after MaxAttempts. A permanent batch error is split too, to find
-// its item.
+// reports false when it gave up because the generation stopped. Failures wait
+// with backoff, and so does the lane. An outage (failure.IsOutage, or any
+// error while the probe fails) is retried as it is, counting no attempt;
+// otherwise several failed items (or a permanent batch error) are split and
+// retried alone, and an item failing alone counts an attempt, dead-lettered
+// as exhausted after MaxAttempts.
 func (g *generation[T]) handle(l *lane[T], envs []envelope[T]) bool {
 	for {
 		errs, batchErr := g.call(l, envs)
@@ -186,21 +182,10 @@ func (g *generation[T]) probeDeps() error {
 	return g.c.probe(ctx)
 }
 
-// classOf is the dead-letter class of a permanent error ("invalid" if unset).
-func classOf(err error) dlq.Class {
-	if c := failure.ClassOf(err); c != "" {
-		return dlq.Class(c)
-	}
-	return dlq.ClassInvalid
-}
-
 // newBackoff is exponential with jitter, capped, never giving up.
 func newBackoff(cfg Config) *backoff.ExponentialBackOff {
-	return backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(cfg.BackoffInitial),
-		backoff.WithMaxInterval(cfg.BackoffMax),
-		backoff.WithMaxElapsedTime(0),
-	)
+	return backoff.NewExponentialBackOff(backoff.WithInitialInterval(cfg.BackoffInitial),
+		backoff.WithMaxInterval(cfg.BackoffMax), backoff.WithMaxElapsedTime(0))
 }
 
 // sleep waits d unless ctx ends first, and reports whether it waited.
