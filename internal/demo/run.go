@@ -68,7 +68,8 @@ func (r *run) all(ctx context.Context) error {
 }
 
 func (r *run) config(workerID int) (config.Config, error) {
-	env := workerEnv(r.st, workerID, r.o)
+	env := r.st.WorkerEnv(workerID, r.o.RedisAddrs, "127.0.0.1:0", r.o.LogLevel)
+	env["WORKER_COMMIT_INTERVAL"], env["SHUTDOWN_TIMEOUT"] = "200ms", "10s"
 	return config.Load(func(k string) string { return env[k] }, config.NeedKafka, config.NeedWorkerID)
 }
 

@@ -140,7 +140,7 @@ func (s *Summary) Write(w io.Writer) {
 
 // keep leaves everything running until ctx ends, for exploration.
 func (r *run) keep(ctx context.Context) {
-	env := workerEnv(r.st, 9, r.o)
+	env := r.st.WorkerEnv(9, r.o.RedisAddrs, "", r.o.LogLevel)
 	r.say("\n--keep: broker and workers stay up until Ctrl-C. Try, in another shell:")
 	r.say("  export KAFKA_BROKERS=%s KAFKA_TOPIC=%s KAFKA_DLQ_TOPIC=%s KAFKA_GROUP=%s", env["KAFKA_BROKERS"], env["KAFKA_TOPIC"], env["KAFKA_DLQ_TOPIC"], env["KAFKA_GROUP"])
 	r.say("  export MYSQL_DSN='%s' REDIS_ADDR=%s REDIS_KEY_PREFIX=%s", env["MYSQL_DSN"], env["REDIS_ADDR"], env["REDIS_KEY_PREFIX"])

@@ -37,10 +37,9 @@ func startWorker(o Options, st *stage, id int) (*workerProc, error) {
 		return nil, err
 	}
 	env := append([]string(nil), o.BaseEnv...)
-	env = append(env,
-		"KAFKA_BROKERS="+strings.Join(st.Brokers, ","), "KAFKA_TOPIC="+st.Topic, "KAFKA_DLQ_TOPIC="+st.DLQTopic,
-		"KAFKA_GROUP="+st.Group, "REDIS_ADDR="+strings.Join(o.RedisAddrs, ","), "REDIS_KEY_PREFIX="+st.Prefix,
-		"MYSQL_DSN="+st.DSN, "HTTP_ADDR="+httpAddr, "IDGEN_WORKER_ID="+strconv.Itoa(id), "LOG_LEVEL="+o.WorkerLogLevel)
+	for k, v := range st.WorkerEnv(id, o.RedisAddrs, httpAddr, o.WorkerLogLevel) {
+		env = append(env, k+"="+v)
+	}
 	env = append(env, o.WorkerEnv...)
 	w := &workerProc{id: id, httpAddr: httpAddr, out: &tail{max: 16 << 10}, done: make(chan struct{})}
 	w.cmd = exec.Command(o.WorkerBinary)

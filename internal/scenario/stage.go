@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,6 +139,15 @@ func (s *Stage) Teardown() error {
 	}
 	s.Transport.CloseIdleConnections()
 	return errors.Join(errs...)
+}
+
+// WorkerEnv is the environment of billing-worker workerID on the stage.
+func (s *Stage) WorkerEnv(workerID int, redisAddrs []string, httpAddr, logLevel string) map[string]string {
+	return map[string]string{
+		"KAFKA_BROKERS": strings.Join(s.Brokers, ","), "KAFKA_TOPIC": s.Topic, "KAFKA_DLQ_TOPIC": s.DLQTopic, "KAFKA_GROUP": s.Group,
+		"REDIS_ADDR": strings.Join(redisAddrs, ","), "REDIS_KEY_PREFIX": s.Prefix, "MYSQL_DSN": s.DSN,
+		"IDGEN_WORKER_ID": strconv.Itoa(workerID), "HTTP_ADDR": httpAddr, "LOG_LEVEL": logLevel,
+	}
 }
 
 // RunID names a run: its start time and a random suffix.
