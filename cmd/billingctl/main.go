@@ -37,15 +37,9 @@ func main() {
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "billingctl:", err)
-		var ec exitCoder
-		if errors.As(err, &ec) {
-			os.Exit(ec.ExitCode())
-		}
 		os.Exit(1)
 	}
 }
-
-type exitCoder interface{ ExitCode() int }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {

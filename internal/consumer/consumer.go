@@ -155,7 +155,12 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		c.health.ok("group")
 		c.health.setState(nil)
 		c.m.generations.Inc()
-		c.runGeneration(ctx, gen, closeGroup)
+		done := make(chan struct{})
+		gen.Start(func(genCtx context.Context) {
+			defer close(done)
+			c.generation(ctx, genCtx, gen, closeGroup)
+		})
+		<-done
 	}
 
 	deadline := c.stopping()

@@ -23,18 +23,9 @@ type generation[T any] struct {
 	stop, work context.Context // stop: fetch, batching, waits; work: handler and DLQ calls, a drain later
 }
 
-// runGeneration runs gen until it is revoked or ctx ends, inside gen.Start
-// so that kafka-go waits for the final commit before joining again. On
-// shutdown it closes the group after that commit, to leave, not rejoin.
-func (c *Consumer[T]) runGeneration(ctx context.Context, kg *kafka.Generation, closeGroup func()) {
-	done := make(chan struct{})
-	kg.Start(func(genCtx context.Context) {
-		defer close(done)
-		c.generation(ctx, genCtx, kg, closeGroup)
-	})
-	<-done
-}
-
+// generation runs kg until it is revoked or ctx ends, inside kg.Start so that
+// kafka-go waits for the final commit before joining again. On shutdown it
+// closes the group after that commit, to leave, not rejoin.
 func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generation, closeGroup func()) {
 	stopCtx, stop := context.WithCancel(context.Background())
 	workCtx, abandon := context.WithCancel(context.Background())

@@ -39,14 +39,8 @@ type lane[T any] struct {
 }
 
 func newLane[T any](id int, cfg Config) *lane[T] {
-	return &lane[T]{
-		id:    id,
-		key:   "lane/" + strconv.Itoa(id),
-		in:    make(chan envelope[T], cfg.BatchSize),
-		batch: make([]envelope[T], 0, cfg.BatchSize),
-		items: make([]Item[T], 0, cfg.BatchSize),
-		bo:    newBackoff(cfg),
-	}
+	return &lane[T]{id: id, key: "lane/" + strconv.Itoa(id), in: make(chan envelope[T], cfg.BatchSize),
+		batch: make([]envelope[T], 0, cfg.BatchSize), items: make([]Item[T], 0, cfg.BatchSize), bo: newBackoff(cfg)}
 }
 
 // runLane collects batches (up to BatchSize, waiting at most BatchWait once

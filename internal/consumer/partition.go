@@ -87,15 +87,11 @@ func (p *partition) position() (int64, bool, int) {
 // or minus the first fetched offset while nothing is committed. The
 // committer's.
 func (p *partition) updateLag() {
-	hwm, base := p.hwm.Load(), p.committed
+	base, ok := p.committed, true
 	if base < 0 {
-		pos, ok, _ := p.position()
-		if !ok {
-			return
-		}
-		base = pos
+		base, ok, _ = p.position()
 	}
-	if hwm > 0 {
+	if hwm := p.hwm.Load(); ok && hwm > 0 {
 		p.metrics.lag.Set(float64(max(hwm-base, 0)))
 	}
 }

@@ -45,8 +45,6 @@ func inspect(m kafka.Message) Entry {
 	return e
 }
 
-func (e Entry) identity() string { return identity(e.Record, e.Err) }
-
 // identity is what makes records one message: the provenance, or for a
 // message that is not a record its place in the DLQ.
 func identity(r Record, err error) string {

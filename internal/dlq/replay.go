@@ -244,7 +244,7 @@ func (r *replayRun) close() {
 // step decides what to do with one DLQ message.
 func (r *replayRun) step(m kafka.Message) error {
 	e := inspect(m)
-	id := e.identity()
+	id := identity(e.Record, e.Err)
 	r.rep.Examined++
 	st := Step{Entry: e, Action: r.decide(e, id)}
 	r.seen[id] = true

@@ -63,7 +63,7 @@ func (c *Client) Summarize(ctx context.Context, topic string, each func(Entry) e
 	s := &Summary{Topic: topic, Partitions: ranges, ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{}}
 	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
 		e := inspect(m)
-		id := e.identity()
+		id := identity(e.Record, e.Err)
 		n, counted := copies[id]
 		if counted && n == 0 { // its first record was listed
 			s.Copies++
