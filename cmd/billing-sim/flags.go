@@ -75,10 +75,7 @@ func (s *skewFlags) value() (workload.Skew, error) {
 	if s.skew != "" {
 		return workload.ParseSkew(s.skew)
 	}
-	if s.hot == 0 {
-		return workload.Skew{Kind: workload.Uniform}, nil
-	}
-	return workload.ParseSkew("hot:" + strconv.FormatFloat(s.hot, 'g', -1, 64))
+	return workload.ParseSkew(workload.HotSkew(s.hot).String()) // validated
 }
 
 // rateFlag reads "500", "500/s" or "0" (as fast as possible).

@@ -25,19 +25,14 @@ type loadFlags struct {
 	output  string
 }
 
-// listFlag collects a repeated flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, " ") }
-func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
-
 func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	f := loadFlags{o: load.Options{MySQLDSN: d.cfg.MySQL.DSN}}
 	o := &f.o
 	fs := newFlagSet("load", d.stderr)
 	fs.StringVar(&f.worker, "worker", "", "billing-worker executable (default: billing-worker next to this program, else on PATH)")
 	fs.IntVar(&o.Workers, "workers", 1, "billing-worker processes in one consumer group")
-	fs.Var((*listFlag)(&o.WorkerEnv), "worker-env", "KEY=VALUE for the workers, after the run's own (repeatable), e.g. WORKER_BATCH_SIZE=512")
+	fs.Func("worker-env", "KEY=VALUE for the workers, after the run's own (repeatable), e.g. WORKER_BATCH_SIZE=512",
+		func(s string) error { o.WorkerEnv = append(o.WorkerEnv, s); return nil })
 	fs.StringVar(&o.WorkerLogLevel, "worker-log-level", "warn", "LOG_LEVEL of the workers")
 	fs.StringVar(&f.brokers, "brokers", "", "use this Kafka (comma list) instead of the embedded broker; the run's topics are created there and deleted")
 	fs.StringVar(&f.redis, "redis", strings.Join(d.cfg.Redis.Addrs, ","), "Redis address(es) (default REDIS_ADDR)")

@@ -87,12 +87,8 @@ func (o Options) Validate() error {
 }
 
 func (o Options) workload() workload.Config {
-	skew := workload.Skew{Kind: workload.Hot, Param: o.Hot}
-	if o.Hot == 0 {
-		skew = workload.Skew{Kind: workload.Uniform}
-	}
 	return workload.Config{
-		Seed: o.Seed, Merchants: o.Merchants, Skew: skew, MinAmount: 1, MaxAmount: 10,
+		Seed: o.Seed, Merchants: o.Merchants, Skew: workload.HotSkew(o.Hot), MinAmount: 1, MaxAmount: 10,
 		Duplicates: o.Duplicates, Malformed: o.Malformed, IDPrefix: fmt.Sprintf("demo%d-", o.Seed),
 		Start: time.Now().UTC(), Step: time.Microsecond,
 	}

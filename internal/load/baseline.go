@@ -16,7 +16,7 @@ func baseline(ctx context.Context, o Options, st *stage) *Baseline {
 	cfg.AdminDSN = st.AdminDSN
 	cfg.Strategies = []string{bench.NameRowLock}
 	cfg.Events, cfg.Merchants, cfg.Seed = o.BaselineEvents, o.Merchants, o.Seed
-	cfg.Skew = skew(o.Hot)
+	cfg.Skew = workload.HotSkew(o.Hot)
 	cfg.KeyPrefix = st.Prefix + "bench:"
 	b := &Baseline{Events: o.BaselineEvents}
 	rep, err := bench.Run(ctx, cfg, st.Redis, o.Log)
@@ -31,11 +31,4 @@ func baseline(ctx context.Context, o Options, st *stage) *Baseline {
 		b.EventsPerSec = rep.Results[0].EventsPerSec
 	}
 	return b
-}
-
-func skew(hot float64) workload.Skew {
-	if hot == 0 {
-		return workload.Skew{Kind: workload.Uniform}
-	}
-	return workload.Skew{Kind: workload.Hot, Param: hot}
 }

@@ -109,7 +109,7 @@ type produced struct {
 // produce writes the run's events, from start on (unpaced: all at once), and
 // returns once the broker acknowledged every one.
 func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produced, error) {
-	cfg := workload.Config{Seed: r.o.Seed, Merchants: r.o.Merchants, Skew: skew(r.o.Hot), IDPrefix: r.idPfx, Start: start}
+	cfg := workload.Config{Seed: r.o.Seed, Merchants: r.o.Merchants, Skew: workload.HotSkew(r.o.Hot), IDPrefix: r.idPfx, Start: start}
 	if !unpaced {
 		cfg.Step = time.Duration(float64(time.Second) / r.o.Rate)
 	}

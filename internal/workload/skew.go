@@ -55,6 +55,14 @@ func ParseSkew(s string) (Skew, error) {
 	return sk, nil
 }
 
+// HotSkew is Hot with share, or Uniform when share is 0.
+func HotSkew(share float64) Skew {
+	if share == 0 {
+		return Skew{Kind: Uniform}
+	}
+	return Skew{Kind: Hot, Param: share}
+}
+
 func (s Skew) String() string {
 	switch s.Kind {
 	case Hot:

@@ -11,8 +11,6 @@ type Summary struct {
 	Amount int64
 	// Merchants holds the Valid events and their amounts per merchant.
 	Merchants map[string]MerchantTotal
-	// Flaws counts the Malformed messages per flaw.
-	Flaws map[string]int
 }
 
 // MerchantTotal is one merchant's share of the valid events.
@@ -39,10 +37,6 @@ func (s *Summary) Add(m Message) {
 		s.Duplicates++
 	case Malformed:
 		s.Malformed++
-		if s.Flaws == nil {
-			s.Flaws = make(map[string]int)
-		}
-		s.Flaws[m.Flaw]++
 	}
 }
 
