@@ -7,6 +7,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,18 +52,8 @@ type Options struct {
 
 // Defaults fills what was left zero.
 func (o *Options) Defaults() {
-	if o.Partitions == 0 {
-		o.Partitions = 6
-	}
-	if o.Merchants == 0 {
-		o.Merchants = 300
-	}
-	if o.Events == 0 {
-		o.Events = 30_000
-	}
-	if o.LogLevel == "" {
-		o.LogLevel = "error"
-	}
+	o.Partitions, o.Merchants, o.Events = cmp.Or(o.Partitions, 6), cmp.Or(o.Merchants, 300), cmp.Or(o.Events, 30_000)
+	o.LogLevel = cmp.Or(o.LogLevel, "error")
 }
 
 // Validate reports every bad option at once.

@@ -13,6 +13,7 @@
 package load
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -76,39 +77,11 @@ const (
 )
 
 func (o *Options) setDefaults() {
-	if o.Workers == 0 {
-		o.Workers = 1
-	}
-	if o.WorkerLogLevel == "" {
-		o.WorkerLogLevel = "warn"
-	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = "load:"
-	}
-	if o.Partitions == 0 {
-		o.Partitions = DefaultPartitions
-	}
-	if o.Merchants == 0 {
-		o.Merchants = DefaultMerchants
-	}
-	if o.Events == 0 {
-		o.Events = DefaultEvents
-	}
-	if o.Warmup == 0 {
-		o.Warmup = 2 * time.Second
-	}
-	if o.SampleEvery == 0 {
-		o.SampleEvery = time.Second
-	}
-	if o.Stall == 0 {
-		o.Stall = time.Minute
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 30 * time.Minute
-	}
-	if o.Log == nil {
-		o.Log = zap.NewNop()
-	}
+	o.Workers, o.WorkerLogLevel, o.KeyPrefix = cmp.Or(o.Workers, 1), cmp.Or(o.WorkerLogLevel, "warn"), cmp.Or(o.KeyPrefix, "load:")
+	o.Partitions, o.Merchants, o.Events = cmp.Or(o.Partitions, DefaultPartitions), cmp.Or(o.Merchants, DefaultMerchants), cmp.Or(o.Events, DefaultEvents)
+	o.Warmup, o.SampleEvery = cmp.Or(o.Warmup, 2*time.Second), cmp.Or(o.SampleEvery, time.Second)
+	o.Stall, o.Timeout = cmp.Or(o.Stall, time.Minute), cmp.Or(o.Timeout, 30*time.Minute)
+	o.Log = cmp.Or(o.Log, zap.NewNop())
 }
 
 // Validate reports every bad option at once.

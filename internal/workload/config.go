@@ -8,6 +8,7 @@
 package workload
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -50,21 +51,13 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Merchants == 0 {
-		c.Merchants = DefaultMerchants
-	}
 	if c.MinAmount == 0 && c.MaxAmount == 0 {
 		c.MinAmount, c.MaxAmount = DefaultMinAmount, DefaultMaxAmount
-	}
-	if c.IDPrefix == "" {
-		c.IDPrefix = DefaultIDPrefix
 	}
 	if c.Start.IsZero() {
 		c.Start = defaultStart
 	}
-	if c.Step == 0 {
-		c.Step = DefaultStep
-	}
+	c.Merchants, c.IDPrefix, c.Step = cmp.Or(c.Merchants, DefaultMerchants), cmp.Or(c.IDPrefix, DefaultIDPrefix), cmp.Or(c.Step, DefaultStep)
 }
 
 // Validate reports every problem of c at once.
