@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,43 +16,36 @@ import (
 )
 
 type produceFlags struct {
-	brokers    string
-	topic      string
-	merchants  int
-	skew       skewFlags
-	rate       rateFlag
-	total      int
-	duplicates float64
-	malformed  float64
-	seed       uint64
-	minAmount  int64
-	maxAmount  int64
-	idPrefix   string
-	progress   time.Duration
+	cfg      workload.Config
+	brokers  string
+	topic    string
+	skew     skewFlags
+	rate     rateFlag
+	total    int
+	progress time.Duration
 }
 
 func parseProduceFlags(args []string, d deps) (produceFlags, error) {
 	var f produceFlags
+	c := &f.cfg
 	fs := newFlagSet("produce", d.stderr)
 	fs.StringVar(&f.brokers, "brokers", strings.Join(d.cfg.Kafka.Brokers, ","), "Kafka brokers, comma-separated (KAFKA_BROKERS)")
 	fs.StringVar(&f.topic, "topic", d.cfg.Kafka.Topic, "topic to write (KAFKA_TOPIC)")
-	fs.IntVar(&f.merchants, "merchants", workload.DefaultMerchants, "number of merchants (m-000000 ...)")
+	fs.IntVar(&c.Merchants, "merchants", workload.DefaultMerchants, "number of merchants (m-000000 ...)")
 	f.skew.register(fs, 0)
 	fs.Var(&f.rate, "rate", "messages per second, as N or N/s; 0 = as fast as possible")
 	fs.IntVar(&f.total, "total", 10_000, "messages to write; 0 = until interrupted")
-	fs.Float64Var(&f.duplicates, "duplicates", 0, "share of messages re-emitting an earlier event (same event_id)")
-	fs.Float64Var(&f.malformed, "malformed", 0, "share of messages breaking the contract (bad JSON, amount, source...)")
-	fs.Uint64Var(&f.seed, "seed", 1, "random seed: the same seed gives the same merchants, amounts, sources, duplicates and flaws (event ids follow --id-prefix, times the start)")
-	fs.Int64Var(&f.minAmount, "min-amount", workload.DefaultMinAmount, "smallest amount")
-	fs.Int64Var(&f.maxAmount, "max-amount", workload.DefaultMaxAmount, "largest amount")
-	fs.StringVar(&f.idPrefix, "id-prefix", "", `event_id prefix (default "evt-<time>-", so runs never share an event_id)`)
+	fs.Float64Var(&c.Duplicates, "duplicates", 0, "share of messages re-emitting an earlier event (same event_id)")
+	fs.Float64Var(&c.Malformed, "malformed", 0, "share of messages breaking the contract (bad JSON, amount, source...)")
+	fs.Uint64Var(&c.Seed, "seed", 1, "random seed: the same seed gives the same merchants, amounts, sources, duplicates and flaws (event ids follow --id-prefix, times the start)")
+	fs.Int64Var(&c.MinAmount, "min-amount", workload.DefaultMinAmount, "smallest amount")
+	fs.Int64Var(&c.MaxAmount, "max-amount", workload.DefaultMaxAmount, "largest amount")
+	fs.StringVar(&c.IDPrefix, "id-prefix", "", `event_id prefix (default "evt-<time>-", so runs never share an event_id)`)
 	fs.DurationVar(&f.progress, "progress", time.Second, "interval of progress lines")
 	if err := parseFlags(fs, args); err != nil {
 		return f, err
 	}
-	if f.idPrefix == "" {
-		f.idPrefix = "evt-" + strconv.FormatInt(time.Now().Unix(), 36) + "-"
-	}
+	c.IDPrefix = cmp.Or(c.IDPrefix, "evt-"+strconv.FormatInt(time.Now().Unix(), 36)+"-")
 	if f.brokers == "" {
 		fmt.Fprintln(d.stderr, "billing-sim produce: no brokers: set --brokers or KAFKA_BROKERS")
 		return f, errUsage
@@ -64,14 +58,11 @@ func runProduce(ctx context.Context, args []string, d deps) error {
 	if err != nil {
 		return err
 	}
-	skew, err := f.skew.value()
-	if err != nil {
+	cfg := f.cfg
+	if cfg.Skew, err = f.skew.value(); err != nil {
 		return err
 	}
-	cfg := workload.Config{
-		Seed: f.seed, Merchants: f.merchants, Skew: skew, MinAmount: f.minAmount, MaxAmount: f.maxAmount,
-		Duplicates: f.duplicates, Malformed: f.malformed, IDPrefix: f.idPrefix, Start: time.Now().UTC(),
-	}
+	cfg.Start = time.Now().UTC()
 	if f.rate > 0 { // paced: an event's occurred_at is when it is due
 		cfg.Step = time.Duration(float64(time.Second) / float64(f.rate))
 	}
@@ -87,8 +78,8 @@ func runProduce(ctx context.Context, args []string, d deps) error {
 	}
 	w := workload.NewKafkaWriter(kcfg.Brokers, f.topic, clients.Transport)
 	d.log.Info("producing", zap.String("topic", f.topic), zap.Strings("brokers", kcfg.Brokers),
-		zap.Int("total", f.total), zap.Float64("rate", float64(f.rate)), zap.String("skew", skew.String()),
-		zap.Uint64("seed", f.seed), zap.String("id_prefix", f.idPrefix))
+		zap.Int("total", f.total), zap.Float64("rate", float64(f.rate)), zap.String("skew", cfg.Skew.String()),
+		zap.Uint64("seed", cfg.Seed), zap.String("id_prefix", cfg.IDPrefix))
 	reported := time.Now()
 	st, err := workload.ProduceOnSchedule(ctx, w, gen, f.total, f.rate == 0, func(st workload.ScheduleStats) {
 		if time.Since(reported) >= f.progress {
