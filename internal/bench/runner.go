@@ -51,8 +51,7 @@ func Run(ctx context.Context, cfg Config, rdb redis.UniversalClient, log *zap.Lo
 			break
 		}
 		r := runner{cfg: cfg, admin: admin, rdb: rdb, log: log.With(zap.String("strategy", name)), run: run, events: events}
-		res := r.runOne(ctx, name)
-		rep.Results = append(rep.Results, res)
+		rep.Results = append(rep.Results, r.runOne(ctx, name))
 	}
 	rep.finish()
 	return rep, ctx.Err()

@@ -20,12 +20,9 @@ const pollEvery = 20 * time.Millisecond
 
 // target is the debited total that means every event is in, once known
 // (a paced run knows it when its producer is done).
-type target struct {
-	v  atomic.Int64
-	ok atomic.Bool
-}
+type target struct{ atomic.Pointer[int64] }
 
-func (t *target) set(v int64) { t.v.Store(v); t.ok.Store(true) }
+func (t *target) set(v int64) { t.Store(&v) }
 
 // waitLedger polls until merchant_balance's debited total reaches the target:
 // every event has its ledger row (nothing is rejected, the quota is ample,
@@ -42,7 +39,7 @@ func waitLedger(ctx context.Context, db *sql.DB, t *target, workers []*workerPro
 		err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(debited), 0) FROM merchant_balance").Scan(&debited)
 		now := time.Now()
 		if err == nil {
-			if t.ok.Load() && debited >= t.v.Load() {
+			if v := t.Load(); v != nil && debited >= *v {
 				return now, nil
 			}
 			if debited != last {
@@ -71,10 +68,10 @@ func waitLedger(ctx context.Context, db *sql.DB, t *target, workers []*workerPro
 }
 
 func targetText(t *target) string {
-	if !t.ok.Load() {
-		return "a total not known yet (still producing)"
+	if v := t.Load(); v != nil {
+		return fmt.Sprint(*v)
 	}
-	return fmt.Sprint(t.v.Load())
+	return "a total not known yet (still producing)"
 }
 
 // waitGroup waits until the consumer group is stable with n members that
