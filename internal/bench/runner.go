@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/workload"
@@ -81,10 +82,13 @@ func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err 
 	if err != nil {
 		return err
 	}
-	ids, err := newSnowflakeIDs()
+	// Worker ID 0 and no lease: each strategy has a database of its own, so
+	// one generator per database keeps ids unique.
+	gen, err := idgen.New(0, idgen.Options{})
 	if err != nil {
 		return fmt.Errorf("bench: id source: %w", err)
 	}
+	ids := idgen.Int64s{Generator: gen}
 	keys, err := keyspace.New(r.cfg.KeyPrefix + r.run + ":" + name + ":")
 	if err != nil {
 		return err
