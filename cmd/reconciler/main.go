@@ -89,7 +89,7 @@ func serve(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger
 	if err != nil {
 		return 0, err
 	}
-	locks, err := lock.New(rdb, keys, lock.Options{Metrics: lockMetrics, Logger: log})
+	locks, err := lock.New(rdb, lock.Options{Metrics: lockMetrics, Logger: log})
 	if err != nil {
 		return 0, err
 	}

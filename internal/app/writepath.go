@@ -39,7 +39,7 @@ func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *work
 	if err != nil {
 		return nil, err
 	}
-	if wp.locks, err = lock.New(svc.Redis, svc.Keys, lock.Options{Metrics: m.lock, Logger: log}); err != nil {
+	if wp.locks, err = lock.New(svc.Redis, lock.Options{Metrics: m.lock, Logger: log}); err != nil {
 		return nil, err
 	}
 	store, err := ledger.New(svc.DB, idgen.Int64s{Generator: gen}, m.ledger, ledger.Options{})

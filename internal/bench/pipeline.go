@@ -38,7 +38,7 @@ func (s *Pipeline) RedisBalances() bool { return true }
 // strategy's database, the strategy's Redis prefix. Redis balances are hydrated lazily by the
 // Deductor (a missing quota hash is read from merchant_balance under the lock).
 func (s *Pipeline) Setup(_ context.Context, env *Env) error {
-	locks, err := lock.New(env.Redis, env.Keys, lock.Options{Logger: env.Log})
+	locks, err := lock.New(env.Redis, lock.Options{Logger: env.Log})
 	if err != nil {
 		return fmt.Errorf("bench: pipeline lock client: %w", err)
 	}

@@ -38,7 +38,7 @@ func (cl clientLocker) Acquire(ctx context.Context, merchantIDs []string) (Held,
 
 func newClientLocker(t *testing.T, e *env, ttl time.Duration) clientLocker {
 	t.Helper()
-	c, err := lock.New(e.redis.Client, e.redis.Keys, lock.Options{})
+	c, err := lock.New(e.redis.Client, lock.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

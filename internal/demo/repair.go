@@ -88,7 +88,7 @@ func (r *run) reconcile(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	locks, err := lock.New(r.st.Redis, keys, lock.Options{Logger: r.log})
+	locks, err := lock.New(r.st.Redis, lock.Options{Logger: r.log})
 	if err != nil {
 		return err
 	}

@@ -145,7 +145,7 @@ func (g *rig) client() *kafka.Client {
 // run) under a Snowflake worker ID no worker uses, for grants.
 func (g *rig) newGranter() *deduct.Deductor {
 	g.t.Helper()
-	locks, err := lock.New(g.rdb, g.keys, lock.Options{})
+	locks, err := lock.New(g.rdb, lock.Options{})
 	if err != nil {
 		g.t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder, _ := newClient(t, rdb, keys, lock.Options{})
-	waiter, _ := newClient(t, rdb, keys, lock.Options{})
+	holder, _ := newClient(t, rdb, lock.Options{})
+	waiter, _ := newClient(t, rdb, lock.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

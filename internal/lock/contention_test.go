@@ -28,9 +28,9 @@ func BenchmarkContention(b *testing.B) {
 		reconHold  = time.Millisecond
 	)
 	r := testenv.NewRedis(b)
-	worker, _ := newClient(b, r.Client, r.Keys, lock.Options{})
-	granter, _ := newClient(b, r.Client, r.Keys, lock.Options{})
-	recon, _ := newClient(b, r.Client, r.Keys, lock.Options{})
+	worker, _ := newClient(b, r.Client, lock.Options{})
+	granter, _ := newClient(b, r.Client, lock.Options{})
+	recon, _ := newClient(b, r.Client, lock.Options{})
 	key := []string{r.Keys.Lock("m-hot")}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -9,14 +9,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
 // newClient returns a lock Client closed when the test ends, and the registry
 // its metrics are registered with.
-func newClient(t testing.TB, rdb redis.UniversalClient, keys keyspace.Keyspace, opts lock.Options) (*lock.Client, *prometheus.Registry) {
+func newClient(t testing.TB, rdb redis.UniversalClient, opts lock.Options) (*lock.Client, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	if opts.Metrics == nil {
@@ -26,7 +25,7 @@ func newClient(t testing.TB, rdb redis.UniversalClient, keys keyspace.Keyspace, 
 		}
 		opts.Metrics = m
 	}
-	c, err := lock.New(rdb, keys, opts)
+	c, err := lock.New(rdb, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +38,7 @@ func newClient(t testing.TB, rdb redis.UniversalClient, keys keyspace.Keyspace, 
 func setup(t testing.TB) (*testenv.Redis, *lock.Client, *prometheus.Registry) {
 	t.Helper()
 	r := testenv.NewRedis(t)
-	c, reg := newClient(t, r.Client, r.Keys, lock.Options{})
+	c, reg := newClient(t, r.Client, lock.Options{})
 	return r, c, reg
 }
 

@@ -24,8 +24,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
-
-	"github.com/quotaflow/billing/internal/keyspace"
 )
 
 var (
@@ -73,12 +71,12 @@ type Client struct {
 	close   sync.Once
 }
 
-// New returns a Client on rdb (keys is not used). rdb must honour context
+// New returns a Client on rdb. rdb must honour context
 // deadlines (go-redis: ContextTimeoutEnabled, which dial.Redis sets): every
 // call that takes or renews a lock is bounded by the lock's expiry, and a
 // client that ignores the bound keeps waiting on a silent Redis after another
 // holder may have taken the lock.
-func New(rdb Redis, _ keyspace.Keyspace, opts Options) (*Client, error) {
+func New(rdb Redis, opts Options) (*Client, error) {
 	if rdb == nil {
 		return nil, errors.New("lock: nil redis client")
 	}

@@ -139,7 +139,7 @@ func TestRejectsBadArguments(t *testing.T) {
 	if n := r.Client.Exists(ctx, k).Val(); n != 0 {
 		t.Fatal("a refused call left a lock behind")
 	}
-	if _, err := lock.New(nil, r.Keys, lock.Options{}); err == nil {
+	if _, err := lock.New(nil, lock.Options{}); err == nil {
 		t.Fatal("New(nil client) succeeded")
 	}
 }

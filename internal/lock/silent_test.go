@@ -36,8 +36,8 @@ func TestWatchdogSilentRedis(t *testing.T) {
 	const ttl = time.Second
 	r := testenv.NewRedis(t)
 	proxy, rdb := silentRedis(t, r)
-	a, reg := newClient(t, rdb, r.Keys, lock.Options{})
-	b, _ := newClient(t, r.Client, r.Keys, lock.Options{})
+	a, reg := newClient(t, rdb, lock.Options{})
+	b, _ := newClient(t, r.Client, lock.Options{})
 	ctx := context.Background()
 	keys := lockKeys(r, "m-1", "m-2")
 	held, err := a.Wait(ctx, keys, ttl)
@@ -111,7 +111,7 @@ func TestObtainSilentRedis(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := testenv.NewRedis(t)
 			proxy, rdb := silentRedis(t, r)
-			c, _ := newClient(t, rdb, r.Keys, lock.Options{})
+			c, _ := newClient(t, rdb, lock.Options{})
 			if err := rdb.Ping(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}

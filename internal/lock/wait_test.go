@@ -125,7 +125,7 @@ func TestMutualExclusion(t *testing.T) {
 
 	var cs [clients]*lock.Client
 	for i := range cs {
-		cs[i], _ = newClient(t, r.Client, r.Keys, lock.Options{})
+		cs[i], _ = newClient(t, r.Client, lock.Options{})
 	}
 	key := r.Keys.Lock("m-hot")
 	var holders, overlaps atomic.Int32
@@ -258,7 +258,7 @@ func TestWaitOverlappingSets(t *testing.T) {
 	const goroutines, rounds, nkeys = 16, 100, 8
 	clients := make([]*lock.Client, 4)
 	for i := range clients {
-		clients[i], _ = newClient(t, r.Client, r.Keys, lock.Options{})
+		clients[i], _ = newClient(t, r.Client, lock.Options{})
 	}
 	all := make([]string, nkeys)
 	for i := range all {

@@ -174,7 +174,7 @@ func TestWatchdogRetriesTransientErrors(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	hook := &failingScripts{}
 	rdb.AddHook(hook)
-	c, reg := newClient(t, rdb, r.Keys, lock.Options{})
+	c, reg := newClient(t, rdb, lock.Options{})
 	ctx := context.Background()
 	const ttl = 900 * time.Millisecond
 	l, err := c.Wait(ctx, lockKeys(r, "m-1", "m-2"), ttl)
@@ -211,7 +211,7 @@ func ownRedis(t *testing.T) (*testenv.RedisServer, *lock.Client, keyspace.Keyspa
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, reg := newClient(t, rdb, keys, lock.Options{})
+	c, reg := newClient(t, rdb, lock.Options{})
 	return s, c, keys, reg
 }
 
@@ -278,7 +278,7 @@ func TestWatchdogGivesUpWhenRedisStaysDown(t *testing.T) {
 func TestNoGoroutineLeak(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	r := testenv.NewRedis(t)
-	c, err := lock.New(r.Client, r.Keys, lock.Options{})
+	c, err := lock.New(r.Client, lock.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

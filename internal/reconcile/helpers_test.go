@@ -31,7 +31,7 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	my := testenv.NewMySQL(t)
-	lc, err := lock.New(r.Client, r.Keys, lock.Options{})
+	lc, err := lock.New(r.Client, lock.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestUnreachableRedisFailsTheRun(t *testing.T) {
 	e.merchant("m-1", 10, 0)
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer dead.Close()
-	lc, err := lock.New(dead, e.redis.Keys, lock.Options{})
+	lc, err := lock.New(dead, lock.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
