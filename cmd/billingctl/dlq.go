@@ -217,16 +217,16 @@ func writeReport(w io.Writer, output string, rep dlq.Report, planned []plannedVi
 		if rep.DryRun && doc.Planned == nil {
 			doc.Planned = []plannedView{}
 		}
-		b, err := json.MarshalIndent(doc, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(append(b, '\n'))
-		return err
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %d message(s) as job %s; selection %s\n", map[bool]string{false: "sent", true: "dry run: would send"}[rep.DryRun],
-		rep.Sent, rep.JobID, rep.Selection)
+	verb := "sent"
+	if rep.DryRun {
+		verb = "dry run: would send"
+	}
+	fmt.Fprintf(&b, "%s %d message(s) as job %s; selection %s\n", verb, rep.Sent, rep.JobID, rep.Selection)
 	fmt.Fprintf(&b, "examined %d DLQ record(s), %d selected, %d refused", rep.Examined, rep.Matched, len(rep.Refused))
 	if rep.Copies > 0 {
 		fmt.Fprintf(&b, ", %d copies skipped (a message dead-lettered more than once is sent once)", rep.Copies)

@@ -109,12 +109,12 @@ func writeCounts[K ~string](b *strings.Builder, title string, m map[K]int, top i
 type jsonList struct {
 	w    io.Writer
 	list bool
-	n    int
+	sep  string // before the next record
 	err  error
 }
 
 func newJSONList(w io.Writer, list bool) *jsonList {
-	j := &jsonList{w: w, list: list}
+	j := &jsonList{w: w, list: list, sep: "\n"}
 	j.write(`{`)
 	if list {
 		j.write(`"records":[`)
@@ -131,10 +131,8 @@ func (j *jsonList) add(e dlq.Entry) error {
 	if err != nil {
 		return fmt.Errorf("encode record: %w", err)
 	}
-	if j.n++; j.n > 1 {
-		j.write(",")
-	}
-	j.write("\n" + string(b))
+	j.write(j.sep + string(b))
+	j.sep = ",\n"
 	return j.err
 }
 

@@ -31,30 +31,25 @@ func runQuota(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 		return errUsage
 	}
-	var problems []string
-	if !event.ValidID(*merchant) {
-		problems = append(problems, fmt.Sprintf("--merchant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *merchant))
+	bad := false
+	check := func(ok bool, format string, arg any) {
+		if !ok {
+			bad = true
+			fmt.Fprintf(stderr, "billingctl: "+format+"\n", arg)
+		}
 	}
+	check(event.ValidID(*merchant), "--merchant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *merchant)
 	switch args[0] {
 	case "grant":
-		if *amount < 1 || *amount > event.MaxAmount {
-			problems = append(problems, fmt.Sprintf("--amount %d is outside 1..10^12", *amount))
-		}
-		if !event.ValidID(*id) {
-			problems = append(problems, fmt.Sprintf("--id %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id))
-		}
+		check(*amount >= 1 && *amount <= event.MaxAmount, "--amount %d is outside 1..10^12", *amount)
+		check(event.ValidID(*id), "--id %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id)
 	case "show":
-		if !validOutput(*output) {
-			problems = append(problems, fmt.Sprintf("--output %q is not text or json", *output))
-		}
+		check(validOutput(*output), "--output %q is not text or json", *output)
 	default:
 		fmt.Fprintf(stderr, "billingctl: unknown quota command %q\n\n%s", args[0], usage)
 		return errUsage
 	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(stderr, "billingctl:", p)
-		}
+	if bad {
 		return errUsage
 	}
 	cfg, err := config.Load(os.Getenv)

@@ -49,12 +49,12 @@ func openProgress(path, selection string, write bool) (*progress, error) {
 	} else if b, err = os.ReadFile(path); errors.Is(err, fs.ErrNotExist) {
 		return p, nil
 	}
+	b = b[:bytes.LastIndexByte(b, '\n')+1] // a line torn by a crash mid-append goes
 	if err == nil {
 		err = p.load(b)
 	}
 	if err == nil && write {
-		// A torn last line (a crash mid-append) goes: the next line starts clean.
-		err = p.f.Truncate(int64(bytes.LastIndexByte(b, '\n') + 1))
+		err = p.f.Truncate(int64(len(b)))
 	}
 	if err != nil {
 		p.close()
@@ -69,9 +69,6 @@ func (p *progress) load(b []byte) error {
 	for n := 1; sc.Scan(); n++ {
 		var l progressLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Job == "" {
-			if n > bytes.Count(b, []byte{'\n'}) { // the torn last line of a crash
-				return nil
-			}
 			return fmt.Errorf("line %d is not replay progress (an older format? delete the file to start over)", n)
 		}
 		switch {
@@ -89,7 +86,7 @@ func (p *progress) load(b []byte) error {
 
 // start begins a new job for the selection.
 func (p *progress) start(job string) error {
-	p.job = job
+	p.job, p.sent = job, map[string]bool{}
 	return p.append(progressLine{Selection: p.selection, Job: job, Start: true})
 }
 

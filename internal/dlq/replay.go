@@ -162,7 +162,6 @@ func (c *Client) Replay(ctx context.Context, o ReplayOptions, obs Observer) (Rep
 		return rep, err
 	}
 	if !rep.Resumed {
-		prog.sent = map[string]bool{}
 		if err := prog.start(rep.JobID); err != nil {
 			return rep, err
 		}
