@@ -47,7 +47,7 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 
 // applyLocked runs the batch under its merchants' locks.
 func (d *Deductor) applyLocked(ctx context.Context, events []event.PaymentSucceeded, open []int, results []Result) error {
-	return d.locked(ctx, merchantsOf(events, open), func(ctx context.Context, held map[string]HeldLock) error {
+	return d.locked(ctx, merchantsOf(events, open), func(ctx context.Context, held map[string]heldLock) error {
 		if err := d.step(stepLocked); err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func merchantsOf(events []event.PaymentSucceeded, idx []int) []string {
 // redoLoop runs attempts until one settles the batch. A stale cache, a
 // concurrent duplicate or a refused value sends it back to the existing-events
 // query; the bound turns an endless cause into a transient error.
-func (d *Deductor) redoLoop(ctx context.Context, held map[string]HeldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
+func (d *Deductor) redoLoop(ctx context.Context, held map[string]heldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
 	open = slices.Clone(open)
 	for redo := 0; ; redo++ {
 		err := d.attempt(ctx, held, events, open, results)
@@ -126,7 +126,7 @@ func refusedIn(events []event.PaymentSucceeded, open []int, eventID string) int 
 
 // attempt is one pass of the protocol over the open events. Results are
 // written only when the whole pass succeeded.
-func (d *Deductor) attempt(ctx context.Context, held map[string]HeldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
+func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
 	out := make(map[int]Result, len(open))
 	var settle settlement
 

@@ -106,7 +106,7 @@ func TestApplyWithProductionLocks(t *testing.T) {
 	for _, n := range total {
 		want += n
 	}
-	sums, err := e.store.Sums(context.Background(), nil)
+	sums, err := e.sums(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

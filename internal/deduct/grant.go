@@ -11,23 +11,14 @@ import (
 )
 
 // Grant credits amount to a merchant, once per grantID, creating the merchant
-// if it is new. Under the merchant lock, one MySQL transaction writes a credit
-// row and raises credited; then the merchant's quota hash is dropped (fenced)
-// so that the next deduction hydrates it from MySQL.
+// if it is new: under the merchant lock, ledger.Grant, then the quota hash is
+// dropped (fenced) for the next deduction to hydrate. A drop, unlike an
+// increment, is idempotent and exact after a crash; unconfirmed p: fields go
+// with it, which is safe as MySQL does not count them either.
 //
-// Dropping rather than adding amount to remain is deliberate: it is
-// idempotent and always exact. An increment has to know whether it already
-// happened (a crash between the commit and the increment, then a retry that
-// finds the grant recorded, would either lose the credit or add it twice),
-// while a dropped hash is rebuilt from credited - debited, which includes the
-// grant exactly once. Unconfirmed p: fields go with it; that is safe because
-// MySQL does not count them either, so their events, when redelivered, are
-// deducted afresh. The price is one MySQL read on the next deduction.
-//
-// It returns Applied, or Duplicate when grantID was already recorded with the
-// same merchant and amount (the hash is dropped again, which completes a grant
-// interrupted before its drop). The same grantID with another merchant or
-// amount is a permanent conflict. Any other error is transient: call again.
+// It returns Applied, or Duplicate when grantID is recorded with the same
+// merchant and amount (dropping again completes an interrupted grant). Another
+// merchant or amount is a permanent conflict; other errors are transient.
 func (d *Deductor) Grant(ctx context.Context, merchantID string, amount int64, grantID string) (Outcome, error) {
 	switch {
 	case !event.ValidID(merchantID):
@@ -38,7 +29,7 @@ func (d *Deductor) Grant(ctx context.Context, merchantID string, amount int64, g
 		return "", failure.Permanent(failure.ClassInvalid, fmt.Errorf("deduct: grant amount %d is outside 1..2^53-1", amount))
 	}
 	dup := false
-	err := d.locked(ctx, []string{merchantID}, func(ctx context.Context, held map[string]HeldLock) error {
+	err := d.locked(ctx, []string{merchantID}, func(ctx context.Context, held map[string]heldLock) error {
 		var err error
 		_, dup, err = d.ledger.Grant(ctx, merchantID, amount, grantID)
 		switch {

@@ -9,17 +9,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// HeldLock is one merchant's lock in a batch: the key the scripts fence on and
-// the token it holds.
-type HeldLock struct{ key, token string }
-
-func (l HeldLock) Key() string   { return l.key }
-func (l HeldLock) Token() string { return l.token }
+// heldLock is one merchant's lock in a batch: the key the scripts fence on and its token.
+type heldLock struct{ key, token string }
 
 // locked runs fn under the merchants' locks, taken in one Acquire, with a
 // context that ends with cause ErrLockLost as soon as one of them is lost,
 // then releases them (a simulated crash releases nothing).
-func (d *Deductor) locked(ctx context.Context, merchants []string, fn func(ctx context.Context, held map[string]HeldLock) error) (err error) {
+func (d *Deductor) locked(ctx context.Context, merchants []string, fn func(ctx context.Context, held map[string]heldLock) error) (err error) {
 	merchants = slices.Compact(slices.Sorted(slices.Values(merchants)))
 	locks, err := d.locks.Acquire(ctx, merchants)
 	if err != nil {
@@ -31,9 +27,9 @@ func (d *Deductor) locked(ctx context.Context, merchants []string, fn func(ctx c
 			d.release(ctx, locks)
 		}
 	}()
-	held := make(map[string]HeldLock, len(merchants))
+	held := make(map[string]heldLock, len(merchants))
 	for i, key := range locks.Keys() {
-		held[merchants[i]] = HeldLock{key: key, token: locks.Token()}
+		held[merchants[i]] = heldLock{key: key, token: locks.Token()}
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -83,7 +83,7 @@ func TestNoOverdraftUnderConcurrency(t *testing.T) {
 	if retries.Load() == 0 && (applied.Load() != quota || rejected.Load() != events-quota) {
 		t.Errorf("outcomes: %d applied, %d insufficient; want %d and %d", applied.Load(), rejected.Load(), quota, events-quota)
 	}
-	sums, err := e.store.Sums(context.Background(), []string{"hot"})
+	sums, err := e.sums(context.Background(), []string{"hot"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ var deductSrc string
 // whose hash is missing are read from MySQL in one query, then hydrated and
 // deducted in a second pipeline; those without a balance row are unknown and
 // get codeUnknown, and no key. It returns a code per event index.
-func (d *Deductor) deductAll(ctx context.Context, held map[string]HeldLock, events []event.PaymentSucceeded, idx []int) (map[int]byte, error) {
+func (d *Deductor) deductAll(ctx context.Context, held map[string]heldLock, events []event.PaymentSucceeded, idx []int) (map[int]byte, error) {
 	codes := make(map[int]byte, len(idx))
 	todo := groupByMerchant(events, idx)
 	hydrate := make(map[string]int64)
@@ -70,15 +70,15 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]HeldLock, even
 			l := held[g.merchant]
 			key := d.keys.Quota(g.merchant)
 			if v, ok := hydrate[g.merchant]; ok {
-				h := quota.Hydrate(key, l.Key(), l.Token(), v, d.now())
+				h := quota.Hydrate(key, l.key, l.token, v, d.now())
 				calls, hydrates = append(calls, h), append(hydrates, h)
 			}
 			args := make([]any, 0, 2+2*len(g.events))
-			args = append(args, l.Token(), nowMs)
+			args = append(args, l.token, nowMs)
 			for _, i := range g.events {
 				args = append(args, events[i].EventID, events[i].Amount)
 			}
-			deducts[k] = &quota.Call{Script: d.deductLua, Keys: []string{key, l.Key()}, Args: args}
+			deducts[k] = &quota.Call{Script: d.deductLua, Keys: []string{key, l.key}, Args: args}
 			calls = append(calls, deducts[k])
 		}
 		quota.Run(ctx, d.rdb, calls...)
@@ -177,19 +177,19 @@ var settleSrc string
 // p: fields of the batch's debits are deleted, and a hash holding a p: field
 // of an event that ended without a debit of this batch is dropped (see
 // settle.lua), so that Redis never keeps a deduction MySQL does not have.
-func (d *Deductor) settleAll(ctx context.Context, held map[string]HeldLock, s settlement) error {
+func (d *Deductor) settleAll(ctx context.Context, held map[string]heldLock, s settlement) error {
 	calls := make([]*quota.Call, 0, len(s))
 	for m, st := range s {
 		l := held[m]
 		args := make([]any, 0, 2+len(st.debited)+len(st.ended))
-		args = append(args, l.Token(), len(st.debited))
+		args = append(args, l.token, len(st.debited))
 		for _, id := range st.debited {
 			args = append(args, id)
 		}
 		for _, id := range st.ended {
 			args = append(args, id)
 		}
-		calls = append(calls, &quota.Call{Script: d.settleLua, Keys: []string{d.keys.Quota(m), l.Key()}, Args: args})
+		calls = append(calls, &quota.Call{Script: d.settleLua, Keys: []string{d.keys.Quota(m), l.key}, Args: args})
 	}
 	quota.Run(ctx, d.rdb, calls...)
 	for _, c := range calls {
@@ -209,8 +209,8 @@ func (d *Deductor) settleAll(ctx context.Context, held map[string]HeldLock, s se
 var dropSrc string
 
 // drop deletes a merchant's quota hash (fenced), so the next deduction hydrates it from MySQL.
-func (d *Deductor) drop(ctx context.Context, l HeldLock, merchantID string) error {
-	c := &quota.Call{Script: d.dropLua, Keys: []string{d.keys.Quota(merchantID), l.Key()}, Args: []any{l.Token()}}
+func (d *Deductor) drop(ctx context.Context, l heldLock, merchantID string) error {
+	c := &quota.Call{Script: d.dropLua, Keys: []string{d.keys.Quota(merchantID), l.key}, Args: []any{l.token}}
 	quota.Run(ctx, d.rdb, c)
 	_, _, err := c.Reply()
 	return fenced(err, "drop")

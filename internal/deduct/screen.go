@@ -69,7 +69,7 @@ func (s screened) finish(results []Result) {
 // their merchants' locks each is settled as an event that ended without a
 // debit: a deduction a crash left for it in Redis is dropped.
 func (d *Deductor) judgeRivals(ctx context.Context, events []event.PaymentSucceeded, rivals []int, results []Result) error {
-	return d.locked(ctx, merchantsOf(events, rivals), func(ctx context.Context, held map[string]HeldLock) error {
+	return d.locked(ctx, merchantsOf(events, rivals), func(ctx context.Context, held map[string]heldLock) error {
 		ids := make([]string, len(rivals))
 		var settle settlement
 		for k, i := range rivals {

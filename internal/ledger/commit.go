@@ -10,29 +10,19 @@ import (
 	"gorm.io/gorm"
 )
 
-// Commit records one batch in one transaction: every row is inserted (debits
-// and rejections alike; use Grant for credits) and each merchant's balance
-// moves once, by the sum of its debit rows, behind the overdraft guard. One
-// UPDATE moves every balance of the batch (see guardedDebit); it locks their
-// rows in primary-key order, so two batches never lock each other's rows in
-// opposite orders.
+// Commit records one batch (debits and rejections; Grant writes credits) in
+// one transaction: every row is inserted and one UPDATE moves each merchant's
+// balance by its debits, behind the overdraft guard (see guardedDebit). A
+// rejected row is written only when MySQL, in the same transaction, agrees:
+// the balance at that row cannot cover it, or there is no balance row
+// (unknown_merchant); otherwise the cache under-reported (*GuardError, Covered).
 //
-// A rejected row is written only when MySQL, in the same transaction, agrees:
-// its merchant's balance at that row cannot cover the amount (insufficient),
-// or the merchant has no balance row (unknown_merchant). Otherwise the cache
-// that rejected it under-reported, and nothing is written (*GuardError with
-// Covered).
+// Commit fills in ID (when zero: fresh per attempt, see MaxTxAge), CreatedAt
+// and BalanceAfter: MySQL's balance after the row, nil for an unknown merchant.
 //
-// Commit fills in the ID (when zero: a fresh one per transaction attempt, see
-// MaxTxAge), BalanceAfter and CreatedAt of rows.
-// BalanceAfter is the merchant's MySQL balance after the row, in the order of
-// rows: the truth, whatever the cache said. It is nil for a merchant without a
-// balance row.
-//
-// Errors: *GuardError (nothing written; the cache was stale either way), ErrDuplicate
-// (nothing written), *RefusedError (nothing written; EventID set when the
-// offending row is known), other errors transient. With a transient error the
-// outcome may be unknown (a commit whose reply was lost): ask ExistingEvents.
+// Errors (nothing written): *GuardError, ErrDuplicate, *RefusedError (EventID
+// set when the row is known); others are transient, and the outcome may be
+// unknown (a lost COMMIT reply): ask ExistingEvents.
 func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -113,12 +103,10 @@ var errGuardShort = errors.New("ledger: a balance guard refused its debit")
 //	WHERE merchant_id IN (?, ...)
 //	  AND credited - debited >= CASE merchant_id WHEN ? THEN ? ... END
 //
-// A merchant whose guard fails (or who has no row) is not matched, so the
-// statement affects fewer rows than guarded, the number of merchants it names.
-// It reads and locks the rows through the primary key, in key order. The hint
-// matters: when the batch names a good share of the table, the optimizer
-// would rather scan the whole index, which locks every row it reads (at
-// REPEATABLE READ) and so serializes every concurrent batch.
+// A merchant whose guard fails (or who has no row) is not matched: fewer rows
+// than guarded. The hint keeps it locking through the primary key, in key
+// order (no deadlock between batches): a full index scan would lock every row
+// it reads and serialize all batches.
 func guardedDebit(merchants []string, debits map[string]int64) (sql string, args []any, guarded int) {
 	debited := withDebits(merchants, debits)
 	if len(debited) == 0 {
@@ -165,13 +153,10 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 	return nil, nil
 }
 
-// balancesInTx reads the balances of merchants inside the batch's
-// transaction, after the guarded UPDATE, which it sees (for balance_after).
-// It reads them locked (shared): a rejection is checked against the balance
-// as it stands until the commit, so a grant cannot land between the check and
-// the rejected row. The debited rows are locked already; the others are
-// locked by nobody else while their merchants' Redis locks hold, so this
-// costs no wait in the normal case.
+// balancesInTx reads the balances of merchants in the batch's transaction,
+// after the guarded UPDATE, locked (shared) so that no grant lands between a
+// rejection's check and its commit. Under the merchants' Redis locks nobody
+// else holds these rows: no wait in the normal case.
 func balancesInTx(tx *gorm.DB, merchants []string) ([]Balance, error) {
 	in, args := InList(merchants)
 	bals := make([]Balance, 0, len(merchants))
@@ -190,10 +175,6 @@ func balancesInTx(tx *gorm.DB, merchants []string) ([]Balance, error) {
 	return bals, nil
 }
 
-// insertColumns are the columns of quota_ledger that insert writes, in the
-// order of InsertStatement's values.
-const insertColumns = "id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at"
-
 // insert writes rows with multi-row INSERTs of at most InsertChunk rows each.
 func (s *Store) insert(tx *gorm.DB, rows []Row) error {
 	for off := 0; off < len(rows); off += s.opts.InsertChunk {
@@ -211,8 +192,7 @@ func (s *Store) insert(tx *gorm.DB, rows []Row) error {
 func InsertStatement(rows []Row) (string, []any) {
 	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	var b strings.Builder
-	b.Grow(len("INSERT INTO quota_ledger () VALUES ") + len(insertColumns) + len(rows)*(len(tuple)+2))
-	b.WriteString("INSERT INTO quota_ledger (" + insertColumns + ") VALUES ")
+	b.WriteString("INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at) VALUES ")
 	args := make([]any, 0, 11*len(rows))
 	for i, r := range rows {
 		if i > 0 {

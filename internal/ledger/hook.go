@@ -10,17 +10,14 @@ import (
 // idSourceKey is where WithIDs leaves an IDSource on a GORM session.
 const idSourceKey = "ledger:id_source"
 
-// WithIDs returns a session on db whose Row creations get a Snowflake id from
-// ids in BeforeCreate when they have none: for one-off inserts through plain
-// GORM (tools, tests). The Store's batches take their ids in bulk instead, one
-// call per batch, and skip hooks.
+// WithIDs returns a session on db whose Row creations without an id take one
+// from ids (BeforeCreate): for plain GORM inserts; the Store skips hooks.
 func WithIDs(db *gorm.DB, ids IDSource) *gorm.DB {
 	return db.Set(idSourceKey, ids)
 }
 
-// BeforeCreate fills a zero ID from the session's IDSource (see WithIDs). A
-// row without an id and without a source is refused: an auto-increment or a
-// zero key would break the Snowflake ordering the reconciler relies on.
+// BeforeCreate fills a zero ID from the session's IDSource, or refuses the
+// row: an auto-increment key would break the reconciler's Snowflake order.
 func (r *Row) BeforeCreate(tx *gorm.DB) error {
 	if r.ID != 0 {
 		return nil

@@ -58,7 +58,7 @@ func rejected(event, merchant string, amount int64, reason string) Row {
 func checkBalancesMatchLedger(t *testing.T, s *Store) {
 	t.Helper()
 	ctx := context.Background()
-	sums, err := s.Sums(ctx, nil)
+	sums, err := s.sums(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestCommitWritesRowsAndMovesBalances(t *testing.T) {
 	if b := balanceOf(t, s, "m-b"); b.Credited != 5 || b.Debited != 2 {
 		t.Errorf("m-b balance = %+v, want credited 5 debited 2", b)
 	}
-	sums, err := s.Sums(ctx, []string{"m-a", "m-zzz"})
+	sums, err := s.sums(ctx, []string{"m-a", "m-zzz"})
 	if err != nil {
 		t.Fatal(err)
 	}

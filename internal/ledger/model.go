@@ -91,11 +91,3 @@ func (Balance) TableName() string { return "merchant_balance" }
 
 // Available is what the merchant may still use: credited - debited.
 func (b Balance) Available() int64 { return b.Credited - b.Debited }
-
-// Sums are the totals of one merchant's ledger rows.
-type Sums struct {
-	MerchantID string
-	Credited   int64 // sum of credit rows
-	Debited    int64 // sum of debit rows
-	Rejected   int64 // number of rejected rows
-}

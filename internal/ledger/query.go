@@ -53,27 +53,3 @@ func (s *Store) Balances(ctx context.Context, merchantIDs []string) (map[string]
 	}
 	return out, nil
 }
-
-// Sums adds up the ledger rows of the given merchants, or of every merchant
-// when merchantIDs is empty. Merchants without rows are absent from the map.
-// It reads the whole of each merchant's ledger: an audit tool, not the hot path.
-func (s *Store) Sums(ctx context.Context, merchantIDs []string) (map[string]Sums, error) {
-	q := s.db.WithContext(ctx).Model(&Row{}).Select(
-		"merchant_id",
-		"COALESCE(SUM(CASE WHEN kind = 'credit' THEN amount ELSE 0 END), 0) AS credited",
-		"COALESCE(SUM(CASE WHEN kind = 'debit' THEN amount ELSE 0 END), 0) AS debited",
-		"COALESCE(SUM(CASE WHEN kind = 'rejected' THEN 1 ELSE 0 END), 0) AS rejected",
-	).Group("merchant_id")
-	if len(merchantIDs) > 0 {
-		q = q.Where("merchant_id IN ?", merchantIDs)
-	}
-	var rows []Sums
-	if err := q.Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("ledger: sums: %w", err)
-	}
-	out := make(map[string]Sums, len(rows))
-	for _, r := range rows {
-		out[r.MerchantID] = r
-	}
-	return out, nil
-}

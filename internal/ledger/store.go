@@ -20,15 +20,9 @@ type IDSource interface {
 type Options struct {
 	// InsertChunk is the most rows one INSERT statement carries (default 1000).
 	InsertChunk int
-	// MaxRowsInFlight bounds the ledger rows that this Store's Commit
-	// transactions write at once (default 1024; negative: no bound): a batch
-	// waits until its rows fit, and one larger than the bound waits for all
-	// of it. Concurrent multi-row inserts into the ledger contend inside
-	// InnoDB (latches of the index pages they share, the redo log) more than
-	// they run in parallel: on a 2-core server, 16 lanes inserting 256 rows
-	// each at once spent a fifth more database CPU than 4 at a time, for less
-	// throughput and a longer tail. Small batches, which contend little, are
-	// not held back. Raise it for a database with cores to spare.
+	// MaxRowsInFlight bounds the rows Commit writes at once (default 1024;
+	// negative: no bound; a larger batch waits for all of it): concurrent
+	// multi-row inserts contend inside InnoDB more than they run in parallel.
 	MaxRowsInFlight int
 }
 
@@ -67,8 +61,7 @@ func New(db *gorm.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
 		}
 	}
 	opts.setDefaults()
-	// Hooks are not used and statements run inside our own transactions:
-	// skipping GORM's implicit ones avoids SAVEPOINTs in CreateInBatches.
+	// Our own transactions: no implicit ones, no SAVEPOINTs, no hooks.
 	db = db.Session(&gorm.Session{SkipDefaultTransaction: true, SkipHooks: true})
 	st := &Store{db: db, ids: ids, metrics: m, opts: opts, now: time.Now}
 	if opts.MaxRowsInFlight > 0 {
@@ -77,11 +70,9 @@ func New(db *gorm.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
 	return st, nil
 }
 
-// MaxTxAge bounds how long a Commit or Grant transaction stays open after it
-// took its row ids: every attempt takes fresh ids and runs under this
-// timeout, so a row lands with an id whose Snowflake time is at most MaxTxAge
-// old, plus the time the server takes to answer a COMMIT already sent. The
-// reconciler's ledger checkpoints rely on it.
+// MaxTxAge bounds each Commit or Grant transaction attempt, which takes fresh
+// row ids: a row lands with an id at most MaxTxAge old (plus a COMMIT's reply
+// time). The reconciler's ledger checkpoints rely on it.
 const MaxTxAge = 10 * time.Second
 
 // freshIDs marks the rows that Commit gives ids (those without one).
@@ -118,10 +109,8 @@ func (s *Store) assignIDs(rows []Row, fresh []bool) error {
 	return nil
 }
 
-// inTx runs fn in a transaction, again after a deadlock or a lock wait
-// timeout (RetryDeadlocks; InnoDB rolls a deadlock victim back whole, a
-// timed-out statement is rolled back here). Each attempt is bounded by
-// MaxTxAge.
+// inTx runs fn in a transaction, each attempt bounded by MaxTxAge, again
+// after a deadlock or a lock wait timeout (RetryDeadlocks).
 func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return RetryDeadlocks(ctx, s.metrics.deadlockRetries.Inc, func() error {
 		start := time.Now()
