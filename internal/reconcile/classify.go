@@ -8,14 +8,6 @@ import (
 	"github.com/quotaflow/billing/internal/quota"
 )
 
-// policy is what classify needs from the Config.
-type policy struct {
-	Grace   time.Duration
-	Ceiling int64 // 0: no ceiling
-	DryRun  bool
-	Hydrate bool
-}
-
 // merchantInput is one merchant's consistent view: its quota hash read under
 // its lock, and its balance row and pending-event ledger rows from one snapshot.
 type merchantInput struct {
@@ -59,7 +51,7 @@ func (v *verdict) resolve(a Action) {
 }
 
 // classify compares one merchant's Redis state with MySQL and plans the repair.
-func classify(in merchantInput, now time.Time, p policy) verdict {
+func classify(in merchantInput, now time.Time, p Config) verdict {
 	var v verdict
 	truth := in.Credited - in.Debited
 	held := in.Held
@@ -84,7 +76,7 @@ func classify(in merchantInput, now time.Time, p policy) verdict {
 			f.Detail = fmt.Sprintf("quota hash without remain, %d leftover fields", q.Leftover)
 		}
 		switch {
-		case held || !p.Hydrate:
+		case held || p.SkipHydrate:
 			f.Action = ActionReported
 		case p.DryRun:
 			f.Action = ActionDryRun
@@ -97,7 +89,7 @@ func classify(in merchantInput, now time.Time, p policy) verdict {
 	return classifyHash(v, in, q, truth, held, now, p)
 }
 
-func classifyHash(v verdict, in merchantInput, q quota.Hash, truth int64, held bool, now time.Time, p policy) verdict {
+func classifyHash(v verdict, in merchantInput, q quota.Hash, truth int64, held bool, now time.Time, p Config) verdict {
 	var young, orphan, stale int64
 	var orphans, stales []quota.Pending
 	for _, e := range q.Pending {
@@ -141,7 +133,7 @@ func classifyHash(v verdict, in merchantInput, q quota.Hash, truth int64, held b
 	switch {
 	case held:
 		action = ActionReported
-	case p.Ceiling > 0 && abs(target-q.Remain) > p.Ceiling:
+	case p.RepairCeiling > 0 && abs(target-q.Remain) > p.RepairCeiling:
 		action = ActionOverCeiling
 	case p.DryRun:
 		action = ActionDryRun

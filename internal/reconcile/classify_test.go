@@ -15,7 +15,7 @@ func TestClassify(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	old := fmt.Sprint(now.Add(-10 * time.Minute).UnixMilli())
 	young := fmt.Sprint(now.Add(-10 * time.Second).UnixMilli())
-	pol := policy{Grace: 2 * time.Minute, Ceiling: 1000, Hydrate: true}
+	pol := Config{Grace: 2 * time.Minute, RepairCeiling: 1000}
 	type want struct {
 		kinds   []Kind
 		action  Action // of every finding; "" = waits for the plan
@@ -26,7 +26,7 @@ func TestClassify(t *testing.T) {
 	cases := []struct {
 		name string
 		in   merchantInput
-		pol  policy
+		pol  Config
 		want want
 	}{
 		{"clean", merchantInput{Credited: 100, Debited: 30, Quota: h("70", "3")}, pol, want{}},
@@ -48,9 +48,9 @@ func TestClassify(t *testing.T) {
 				delta: []int64{17, -5}, pending: []int64{12, 5}}},
 		{"missing key is hydrated", merchantInput{Credited: 100, Debited: 30}, pol,
 			want{kinds: []Kind{KindMissingKey}, plan: plan{Kind: planHydrate, Remain: 70}, delta: []int64{0}, pending: []int64{0}}},
-		{"missing key only reported without hydration", merchantInput{Credited: 100, Debited: 30}, policy{Grace: time.Minute},
+		{"missing key only reported without hydration", merchantInput{Credited: 100, Debited: 30}, Config{Grace: time.Minute, SkipHydrate: true},
 			want{kinds: []Kind{KindMissingKey}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
-		{"dry run", merchantInput{Credited: 100, Debited: 30, Quota: h("80", "3")}, policy{Grace: time.Minute, DryRun: true},
+		{"dry run", merchantInput{Credited: 100, Debited: 30, Quota: h("80", "3")}, Config{Grace: time.Minute, DryRun: true, SkipHydrate: true},
 			want{kinds: []Kind{KindRedisHigh}, action: ActionDryRun, delta: []int64{10}, pending: []int64{0}}},
 		{"over ceiling", merchantInput{Credited: 5000, Debited: 0, Quota: h("0", "3")}, pol,
 			want{kinds: []Kind{KindRedisLow}, action: ActionOverCeiling, delta: []int64{-5000}, pending: []int64{0}}},

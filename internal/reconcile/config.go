@@ -40,36 +40,25 @@ type Config struct {
 	Metrics *Metrics    // nil: unregistered collectors
 }
 
-func (c *Config) setDefaults() error {
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.PageSize == 0 {
-		c.PageSize = DefaultPageSize
-	}
-	if c.Grace == 0 {
-		c.Grace = DefaultGrace
-	}
-	if c.Settle == 0 {
-		c.Settle = DefaultSettle
-	}
-	if c.LockTTL == 0 {
-		c.LockTTL = DefaultLockTTL
-	}
-	if c.BusyRetryDelay == 0 {
-		c.BusyRetryDelay = DefaultBusyRetryDelay
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
+func (c *Config) setDefaults() (err error) {
+	orDefault(&c.Concurrency, DefaultConcurrency)
+	orDefault(&c.PageSize, DefaultPageSize)
+	orDefault(&c.Grace, DefaultGrace)
+	orDefault(&c.Settle, DefaultSettle)
+	orDefault(&c.LockTTL, DefaultLockTTL)
+	orDefault(&c.BusyRetryDelay, DefaultBusyRetryDelay)
+	orDefault(&c.Logger, zap.NewNop())
 	if c.Metrics == nil {
-		m, err := NewMetrics(nil)
-		if err != nil {
-			return err
-		}
-		c.Metrics = m
+		c.Metrics, err = NewMetrics(nil)
 	}
-	return nil
+	return err
+}
+
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // Validate reports every invalid field at once.
@@ -103,8 +92,4 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (c Config) policy() policy {
-	return policy{Grace: c.Grace, Ceiling: c.RepairCeiling, DryRun: c.DryRun, Hydrate: !c.SkipHydrate}
 }

@@ -8,8 +8,27 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/ledger"
 )
+
+// A ledger row may commit up to maxTxAge after taking its id (the ledger's
+// promise); slack covers clock skew and a COMMIT finishing after the deadline.
+const maxTxAge, slack = ledger.MaxTxAge, 5 * time.Second
+
+// timeShift is where the milliseconds start in a Snowflake id.
+const timeShift = idgen.WorkerBits + idgen.SequenceBits
+
+// settledBound is the largest ledger id whose time is at least late+settle
+// before now: when late covers the ledger's MaxTxAge and clock skew, no
+// commit still to come can insert an id at or below it.
+func settledBound(now time.Time, late, settle time.Duration) int64 {
+	ms := now.Add(-late-settle).UnixMilli() - idgen.EpochUnixMilli
+	if ms < 0 {
+		return 0
+	}
+	return ms<<timeShift | (1<<timeShift - 1)
+}
 
 // checkpoint is a reconcile_checkpoints row: the credit and debit sums of a
 // merchant's ledger rows with id <= LastID.
@@ -69,28 +88,18 @@ func readLedger(ctx context.Context, db *sql.DB, merchants []string, bound int64
 
 func readBases(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, full bool, views map[string]ledgerView) error {
 	in, args := ledger.InList(merchants)
-	rows, err := tx.QueryContext(ctx, `SELECT b.merchant_id, b.credited, b.debited,
-		COALESCE(c.last_ledger_id, 0), COALESCE(c.credited, 0), COALESCE(c.debited, 0)
-		FROM merchant_balance b LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id
-		WHERE b.merchant_id IN (`+in+`)`, args...)
-	if err != nil {
-		return fmt.Errorf("reconcile: read checkpoints: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return query(ctx, tx, "read checkpoints", func(rows *sql.Rows) error {
 		var m string
 		var v ledgerView
 		var cp checkpoint
-		if err := rows.Scan(&m, &v.Balance.Credited, &v.Balance.Debited, &cp.LastID, &cp.Credited, &cp.Debited); err != nil {
-			return fmt.Errorf("reconcile: read checkpoints: %w", err)
-		}
+		err := rows.Scan(&m, &v.Balance.Credited, &v.Balance.Debited, &cp.LastID, &cp.Credited, &cp.Debited)
 		v.Base, v.Stale = baseOf(cp, bound, full)
 		views[m] = v
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("reconcile: read checkpoints: %w", err)
-	}
-	return nil
+		return err
+	}, `SELECT b.merchant_id, b.credited, b.debited,
+		COALESCE(c.last_ledger_id, 0), COALESCE(c.credited, 0), COALESCE(c.debited, 0)
+		FROM merchant_balance b LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id
+		WHERE b.merchant_id IN (`+in+`)`, args...)
 }
 
 // readSums adds up each merchant's ledger rows after its checkpoint (unless
@@ -114,25 +123,15 @@ func readSums(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, 
 		JOIN quota_ledger l FORCE INDEX (quota_ledger_merchant_id) ON l.merchant_id = b.merchant_id` + after + `
 		WHERE b.merchant_id IN (` + in + `)
 		GROUP BY b.merchant_id`
-	rows, err := tx.QueryContext(ctx, q, append([]any{bound, bound, bound, bound, bound, bound}, args...)...)
-	if err != nil {
-		return fmt.Errorf("reconcile: sum ledger: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return query(ctx, tx, "sum ledger", func(rows *sql.Rows) error {
 		var m string
 		var sc, sd, fc, fd, maxID int64
-		if err := rows.Scan(&m, &sc, &sd, &fc, &fd, &maxID); err != nil {
-			return fmt.Errorf("reconcile: sum ledger: %w", err)
-		}
+		err := rows.Scan(&m, &sc, &sd, &fc, &fd, &maxID)
 		v := views[m]
 		v.SettledCredit, v.SettledDebit, v.FreshCredit, v.FreshDebit, v.MaxSettled = sc, sd, fc, fd, maxID
 		views[m] = v
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("reconcile: sum ledger: %w", err)
-	}
-	return nil
+		return err
+	}, q, append([]any{bound, bound, bound, bound, bound, bound}, args...)...)
 }
 
 // auditLedger compares a merchant's ledger sums and balance row. Both kinds it

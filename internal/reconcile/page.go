@@ -3,47 +3,38 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/quota"
 )
 
-// pageOutcome is what checking one page of merchants contributes to a run.
-// It is filled as far as the page got, also when the page fails.
-type pageOutcome struct {
-	findings []Finding
-	checked  int64    // merchants whose quota hash was read under their lock
-	clean    int64    // of those, merchants without any finding
-	repaired int64    // merchants whose repair was applied
-	busy     []string // merchants whose lock a worker held
-	unknown  []string // merchants without a balance row (only named with --merchant)
-}
-
 // checkPage checks the quota hashes of merchants against MySQL, each under its
-// lock, and repairs them. held names merchants with a critical finding: they
-// are checked but not repaired.
-func (r *Reconciler) checkPage(ctx context.Context, merchants []string, held map[string]bool) (out pageOutcome, err error) {
-	locks, busy, err := r.lockAll(ctx, merchants)
+// lock, repairs them and adds what it got to t, also when it fails.
+func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally) (err error) {
+	var out Report
+	defer func() { t.add(out) }()
+	locks := make(map[string]*lock.Lock, len(merchants))
 	defer r.releaseAll(ctx, locks)
-	out.busy = busy
-	if err != nil {
-		return out, err
-	}
-	locked := make([]string, 0, len(locks))
+	var locked, keys []string
 	for _, m := range merchants {
-		if _, ok := locks[m]; ok {
-			locked = append(locked, m)
+		h, err := r.locks.Obtain(ctx, r.keys.Lock(m), r.cfg.LockTTL)
+		switch {
+		case errors.Is(err, lock.ErrNotObtained):
+			out.BusyMerchants = append(out.BusyMerchants, m)
+		case err != nil:
+			return err
+		default:
+			locks[m] = h
+			locked, keys = append(locked, m), append(keys, r.keys.Quota(m))
 		}
-	}
-	keys := make([]string, len(locked))
-	for i, m := range locked {
-		keys[i] = r.keys.Quota(m)
 	}
 	hashes, err := quota.Read(ctx, r.rdb, keys)
 	if err != nil {
-		return out, err
+		return err
 	}
 	var pending []string
 	for _, h := range hashes {
@@ -52,50 +43,64 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, held map
 			pending = append(pending, p.EventID)
 		}
 	}
-	t, err := readTruth(ctx, r.db, locked, pending)
+	balances, debited, err := readTruth(ctx, r.db, locked, pending)
 	if err != nil {
-		return out, err
+		return err
 	}
 	now := r.now()
 	for i, m := range locked {
-		b, ok := t.Balances[m]
+		b, ok := balances[m]
 		if !ok {
-			out.unknown = append(out.unknown, m)
+			out.Unknown = append(out.Unknown, m)
 			continue
 		}
-		in := merchantInput{ID: m, Credited: b.Credited, Debited: b.Debited, Quota: hashes[i],
-			Confirmed: confirmedOf(m, t.Debited), Held: held[m]}
-		v := classify(in, now, r.cfg.policy())
-		applied, err := r.execute(ctx, m, locks[m], &v)
-		if err != nil {
-			out.findings = append(out.findings, v.Findings...)
-			return out, err
+		confirmed := make(map[string]bool)
+		for e, owner := range debited {
+			if owner == m {
+				confirmed[e] = true
+			}
 		}
-		out.checked++
-		if len(v.Findings) == 0 && !held[m] {
-			out.clean++
+		held := t.held(m)
+		v := classify(merchantInput{ID: m, Credited: b.Credited, Debited: b.Debited, Quota: hashes[i],
+			Confirmed: confirmed, Held: held}, now, r.cfg)
+		applied, err := r.execute(ctx, m, locks[m].Token(), &v)
+		out.Findings = append(out.Findings, v.Findings...)
+		if err != nil {
+			return err
+		}
+		out.Checked++
+		if len(v.Findings) == 0 && !held {
+			out.Clean++
 		}
 		if applied {
-			out.repaired++
+			out.Repaired++
 		}
-		out.findings = append(out.findings, v.Findings...)
 	}
-	return out, nil
+	return nil
 }
 
 // execute runs the verdict's plan, if any, resolves its findings' actions and
 // reports whether the plan was applied. A failed script call leaves the
-// outcome unknown: the findings say aborted (the next run looks again) and the
-// error ends the run.
-func (r *Reconciler) execute(ctx context.Context, m string, h Held, v *verdict) (bool, error) {
+// outcome unknown: the findings say aborted and the error ends the run.
+func (r *Reconciler) execute(ctx context.Context, m, token string, v *verdict) (bool, error) {
 	if v.Plan.Kind == planNone {
 		return false, nil
 	}
 	if r.beforeApply != nil {
 		r.beforeApply(m)
 	}
-	applied, err := r.applyPlan(ctx, m, h.Token(), v.Plan)
-	if err != nil {
+	key, lockKey := r.keys.Quota(m), r.keys.Lock(m)
+	c := &quota.Call{Script: r.repair, Keys: []string{key, lockKey}, Args: []any{token, v.Plan.ExpectVer, v.Plan.Remain}}
+	if v.Plan.Kind == planHydrate {
+		c = quota.Hydrate(key, lockKey, token, v.Plan.Remain, r.now())
+	}
+	for _, f := range v.Plan.Delete {
+		c.Args = append(c.Args, f)
+	}
+	quota.Run(ctx, r.rdb, c)
+	applied, err := c.Wrote()
+	if err != nil && !errors.Is(err, quota.ErrNotHeld) {
+		err = fmt.Errorf("reconcile: repair %s: %w", m, err)
 		v.resolve(ActionAborted)
 		for i := range v.Findings {
 			v.Findings[i].Detail = truncate("outcome unknown: "+err.Error()+"; "+v.Findings[i].Detail, maxDetail)
@@ -108,7 +113,7 @@ func (r *Reconciler) execute(ctx context.Context, m string, h Held, v *verdict) 
 	}
 	fields := []zap.Field{zap.String("merchant_id", m), zap.Strings("kinds", kinds), zap.Int64("remain", v.Plan.Remain),
 		zap.Strings("fields_deleted", v.Plan.Delete)}
-	if !applied {
+	if !applied { // the lock is no longer ours, or the hash moved since it was read
 		v.resolve(ActionAborted)
 		r.m.repairs.WithLabelValues("aborted").Inc()
 		r.log.Warn("reconcile repair aborted: the hash or the lock moved", fields...)
@@ -124,39 +129,9 @@ func (r *Reconciler) execute(ctx context.Context, m string, h Held, v *verdict) 
 	return true, nil
 }
 
-// confirmedOf is the set of pending event ids with a debit row of merchant m.
-func confirmedOf(m string, debited map[string]string) map[string]bool {
-	out := make(map[string]bool)
-	for e, owner := range debited {
-		if owner == m {
-			out[e] = true
-		}
-	}
-	return out
-}
-
-// lockAll tries each merchant's lock once. It returns the locks taken (also on
-// error, for release) and the merchants found busy.
-func (r *Reconciler) lockAll(ctx context.Context, merchants []string) (map[string]Held, []string, error) {
-	locks := make(map[string]Held, len(merchants))
-	var busy []string
-	for _, m := range merchants {
-		h, err := r.locks.TryLock(ctx, r.keys.Lock(m), r.cfg.LockTTL)
-		switch {
-		case errors.Is(err, ErrBusy):
-			busy = append(busy, m)
-		case err != nil:
-			return locks, busy, err
-		default:
-			locks[m] = h
-		}
-	}
-	return locks, busy, nil
-}
-
-// releaseAll releases the locks, even when ctx has ended: a lock left behind
+// releaseAll releases the locks, also after ctx ended: a lock left behind
 // would stall a worker for its whole TTL.
-func (r *Reconciler) releaseAll(ctx context.Context, locks map[string]Held) {
+func (r *Reconciler) releaseAll(ctx context.Context, locks map[string]*lock.Lock) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for m, h := range locks {
@@ -166,9 +141,4 @@ func (r *Reconciler) releaseAll(ctx context.Context, locks map[string]Held) {
 	}
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
+func truncate(s string, n int) string { return s[:min(len(s), n)] }

@@ -1,11 +1,16 @@
+// Package reconcile compares each merchant's Redis quota with the MySQL truth,
+// reports every disagreement and repairs Redis, never MySQL. The README's
+// reconciler paragraphs state the rules; classify decides, the rest is I/O.
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"slices"
-	"sort"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,30 +18,39 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/lock"
 )
 
+//go:embed repair.lua
+var repairLua string
+
+// Locker takes the merchant locks the workers take, one try each.
+type Locker struct{ c *lock.Client }
+
+// NewLocker wraps a lock client.
+func NewLocker(c *lock.Client) Locker { return Locker{c} }
+
 // Reconciler checks and repairs merchants' Redis quotas against MySQL. Runs
-// of one Reconciler, and of several processes, may overlap: merchant locks and
-// the fenced compare-and-set keep each repair single.
+// may overlap, also across processes: merchant locks and the fenced
+// compare-and-set keep each repair single.
 type Reconciler struct {
 	db     *sql.DB
 	rdb    redis.UniversalClient
 	keys   keyspace.Keyspace
-	locks  Locker
+	locks  *lock.Client
 	cfg    Config
 	log    *zap.Logger
 	m      *Metrics
 	repair *redis.Script
 	now    func() time.Time
-	late   time.Duration // how long after taking its id a ledger row may still commit: maxTxAge + slack
+	late   time.Duration // how long after taking its id a ledger row may still commit
 
 	beforeApply func(merchant string) // test hook: between the read and the repair
 }
 
-// New returns a Reconciler. db is the billing database, keys the keyspace of
-// the workers, locks the merchant locks the workers take.
+// New returns a Reconciler over the workers' database, Redis, keyspace and locks.
 func New(db *sql.DB, rdb redis.UniversalClient, keys keyspace.Keyspace, locks Locker, cfg Config) (*Reconciler, error) {
-	if db == nil || rdb == nil || locks == nil {
+	if db == nil || rdb == nil || locks.c == nil {
 		return nil, errors.New("reconcile: nil database, redis client or locker")
 	}
 	if err := cfg.setDefaults(); err != nil {
@@ -45,16 +59,16 @@ func New(db *sql.DB, rdb redis.UniversalClient, keys keyspace.Keyspace, locks Lo
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{db: db, rdb: rdb, keys: keys, locks: locks, cfg: cfg, log: cfg.Logger, m: cfg.Metrics,
+	cfg.Merchants = slices.Compact(slices.Sorted(slices.Values(cfg.Merchants)))
+	return &Reconciler{db: db, rdb: rdb, keys: keys, locks: locks.c, cfg: cfg, log: cfg.Logger, m: cfg.Metrics,
 		repair: redis.NewScript(repairLua), now: time.Now, late: maxTxAge + slack}, nil
 }
 
 // Run reconciles every merchant (or Config.Merchants) once, appends the audit
-// rows and returns the report. It never returns nil; a failure is in the
-// report (Status failed, Err), with whatever was found and done before it.
+// rows and returns the report, never nil: a failure is in it (StatusFailed, Err).
 func (r *Reconciler) Run(ctx context.Context) *Report {
 	start := r.now()
-	t := newTally()
+	t := &tally{critical: make(map[string]bool)}
 	err := r.walk(ctx, t)
 	rep := t.report(start, r.now(), r.cfg.DryRun, err)
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -69,95 +83,135 @@ func (r *Reconciler) Run(ctx context.Context) *Report {
 	return rep
 }
 
-// walk checks every page with Concurrency pages in flight, then retries the
-// merchants found busy once.
+// Loop runs Run every period, the first at once, until ctx ends, handing each
+// report to done. A failed run is reported and the next one tries again.
+func (r *Reconciler) Loop(ctx context.Context, every time.Duration, done func(*Report)) error {
+	for ctx.Err() == nil {
+		started := time.Now()
+		if rep := r.Run(ctx); done != nil {
+			done(rep)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(every - time.Since(started)):
+		}
+	}
+	return nil
+}
+
+// walk audits the ledger and checks the quota of every page, Concurrency
+// pages at once, then tries the merchants found busy once more.
 func (r *Reconciler) walk(ctx context.Context, t *tally) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.cfg.Concurrency)
-	next := r.pages()
 	var listErr error
-	for {
-		page, err := next(gctx)
+	for after := ""; ; {
+		page, err := r.page(gctx, after)
 		if err != nil || len(page) == 0 {
 			listErr = err
 			break
 		}
-		g.Go(func() error { return r.firstPass(gctx, page, t) })
+		after = page[len(page)-1]
+		g.Go(func() error {
+			found, err := r.ledgerPass(gctx, page)
+			if err != nil {
+				return err
+			}
+			t.add(Report{Findings: found, LedgerAudited: int64(len(page))})
+			return r.checkPage(gctx, page, t)
+		})
 	}
-	if err := g.Wait(); err != nil {
+	if err := cmp.Or(g.Wait(), listErr); err != nil {
 		return err
 	}
-	if listErr != nil {
-		return listErr
-	}
-	return r.retryBusy(ctx, t)
-}
-
-// firstPass audits the ledger of a page, then checks its quota hashes.
-func (r *Reconciler) firstPass(ctx context.Context, page []string, t *tally) error {
-	found, err := r.ledgerPass(ctx, page)
-	if err != nil {
-		return err
-	}
-	held := t.addLedger(len(page), found)
-	out, err := r.checkPage(ctx, page, held)
-	t.addPage(out, false)
-	return err
-}
-
-// retryBusy checks once more, after BusyRetryDelay, the merchants a worker
-// held during the first pass. Those still busy are reported as busy.
-func (r *Reconciler) retryBusy(ctx context.Context, t *tally) error {
-	busy := t.takeBusy()
+	busy := t.rep.BusyMerchants
 	if len(busy) == 0 {
 		return nil
 	}
-	timer := time.NewTimer(r.cfg.BusyRetryDelay)
-	defer timer.Stop()
 	select {
 	case <-ctx.Done():
-		t.addPage(pageOutcome{busy: busy}, true)
 		return ctx.Err()
-	case <-timer.C:
+	case <-time.After(r.cfg.BusyRetryDelay):
 	}
+	t.rep.BusyMerchants = nil // those still busy come back
 	parts := slices.Collect(slices.Chunk(busy, r.cfg.PageSize))
 	for i, page := range parts {
-		out, err := r.checkPage(ctx, page, t.criticalSet())
-		t.addPage(out, true)
-		if err != nil {
-			for _, rest := range parts[i+1:] {
-				t.addPage(pageOutcome{busy: rest}, true)
-			}
+		if err := r.checkPage(ctx, page, t); err != nil {
+			t.add(Report{BusyMerchants: slices.Concat(parts[i+1:]...)})
 			return err
 		}
 	}
 	return nil
 }
 
-// pages returns the page source: Config.Merchants in chunks, or every
-// merchant_balance row by keyset pagination on the primary key.
-func (r *Reconciler) pages() func(context.Context) ([]string, error) {
-	if len(r.cfg.Merchants) > 0 {
-		ids := append([]string(nil), r.cfg.Merchants...)
-		sort.Strings(ids)
-		parts := slices.Collect(slices.Chunk(slices.Compact(ids), r.cfg.PageSize))
-		return func(context.Context) ([]string, error) {
-			if len(parts) == 0 {
-				return nil, nil
-			}
-			p := parts[0]
-			parts = parts[1:]
-			return p, nil
+// page returns up to PageSize merchants after the given one, in id order:
+// of Config.Merchants, or of merchant_balance (keyset pagination).
+func (r *Reconciler) page(ctx context.Context, after string) ([]string, error) {
+	if ms := r.cfg.Merchants; len(ms) > 0 {
+		i := slices.IndexFunc(ms, func(m string) bool { return m > after })
+		if i < 0 {
+			return nil, nil
+		}
+		return ms[i:min(i+r.cfg.PageSize, len(ms))], nil
+	}
+	var ids []string
+	err := query(ctx, r.db, "list merchants", func(rows *sql.Rows) error {
+		var m string
+		err := rows.Scan(&m)
+		ids = append(ids, m)
+		return err
+	}, "SELECT merchant_id FROM merchant_balance WHERE merchant_id > ? ORDER BY merchant_id LIMIT ?", after, r.cfg.PageSize)
+	return ids, err
+}
+
+// tally gathers the outcomes of a run's concurrent pages.
+type tally struct {
+	mu       sync.Mutex
+	rep      Report
+	critical map[string]bool // merchants with a critical finding: never repaired
+}
+
+func (t *tally) add(p Report) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, f := range p.Findings {
+		if f.Kind.Critical() {
+			t.critical[f.MerchantID] = true
 		}
 	}
-	after := ""
-	return func(ctx context.Context) ([]string, error) {
-		ids, err := listMerchants(ctx, r.db, after, r.cfg.PageSize)
-		if len(ids) > 0 {
-			after = ids[len(ids)-1]
+	t.rep.Findings = append(t.rep.Findings, p.Findings...)
+	t.rep.Checked += p.Checked
+	t.rep.Clean += p.Clean
+	t.rep.Repaired += p.Repaired
+	t.rep.LedgerAudited += p.LedgerAudited
+	t.rep.BusyMerchants = append(t.rep.BusyMerchants, p.BusyMerchants...)
+	t.rep.Unknown = append(t.rep.Unknown, p.Unknown...)
+}
+
+func (t *tally) held(m string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.critical[m]
+}
+
+// report builds the run's report; err is the run's failure, if any.
+func (t *tally) report(start, end time.Time, dryRun bool, err error) *Report {
+	rep := t.rep
+	rep.StartedAt, rep.FinishedAt, rep.DryRun = start.UTC(), end.UTC(), dryRun
+	rep.Busy = int64(len(rep.BusyMerchants))
+	drifted := make(map[string]bool)
+	for _, f := range rep.Findings {
+		drifted[f.MerchantID] = true
+		if f.Kind.redisDrift() {
+			rep.AbsDrift += abs(f.Delta)
 		}
-		return ids, err
 	}
+	rep.Drifted = int64(len(drifted))
+	rep.Status = statusOf(rep.Findings)
+	if err != nil {
+		rep.fail(err)
+	}
+	return &rep
 }
 
 func (r *Reconciler) logRun(rep *Report) {

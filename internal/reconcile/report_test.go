@@ -23,12 +23,12 @@ func TestStatusAndExit(t *testing.T) {
 		{nil, errors.New("boom"), StatusFailed, 3},
 	}
 	for _, c := range cases {
-		tl := newTally()
+		tl := &tally{critical: map[string]bool{}}
 		var fs []Finding
 		for _, a := range c.actions {
 			fs = append(fs, Finding{MerchantID: "m", Kind: KindRedisHigh, Delta: -2, Action: a})
 		}
-		tl.addPage(pageOutcome{findings: fs}, false)
+		tl.add(Report{Findings: fs})
 		rep := tl.report(time.Now(), time.Now(), false, c.err)
 		if rep.Status != c.status || rep.Exit() != c.exit {
 			t.Errorf("%v %v: status %s exit %d; want %s %d", c.actions, c.err, rep.Status, rep.Exit(), c.status, c.exit)
