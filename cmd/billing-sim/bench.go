@@ -68,7 +68,7 @@ func runBench(ctx context.Context, args []string, d deps) error {
 	defer rdb.Close()
 	rep, err := bench.Run(ctx, cfg, rdb, d.log)
 	if rep != nil {
-		if werr := rep.WriteTable(d.stdout); werr != nil {
+		if werr := writeBenchTable(d.stdout, rep); werr != nil {
 			err = errors.Join(err, werr)
 		}
 		if f.output != "" {
