@@ -12,43 +12,34 @@ import (
 )
 
 // Output formats of the run report.
-const (
-	outputText = "text"
-	outputJSON = "json"
-)
+const outputText, outputJSON = "text", "json"
 
-// Options is the command line of the reconciler program.
-type Options struct {
+// options is the command line of the reconciler program.
+type options struct {
 	Config reconcile.Config
 	Every  time.Duration // 0: run once (--once, the default)
 	Output string        // outputText or outputJSON
 }
 
-type merchantList []string
-
-func (l *merchantList) String() string { return strings.Join(*l, ",") }
-func (l *merchantList) Set(v string) error {
-	for _, m := range strings.Split(v, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			*l = append(*l, m)
-		}
-	}
-	return nil
-}
-
 // parseFlags parses the reconciler's command line. Usage and errors go to out.
 // -h returns flag.ErrHelp.
-func parseFlags(args []string, out io.Writer) (Options, error) {
-	var o Options
+func parseFlags(args []string, out io.Writer) (options, error) {
+	var o options
 	c := &o.Config
 	var once, hydrate bool
-	var merchants merchantList
 	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.BoolVar(&once, "once", false, "run once and exit (the default; exit code 0 clean, 1 drift found, 2 repaired, 3 failed)")
 	fs.DurationVar(&o.Every, "every", 0, "run in a loop with this period (e.g. 5m) until SIGTERM")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "report only: never write Redis (audit rows are written)")
-	fs.Var(&merchants, "merchant", "check only this merchant (repeatable, or comma-separated)")
+	fs.Func("merchant", "check only this merchant (repeatable, or comma-separated)", func(v string) error {
+		for _, m := range strings.Split(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				c.Merchants = append(c.Merchants, m)
+			}
+		}
+		return nil
+	})
 	fs.IntVar(&c.Concurrency, "concurrency", reconcile.DefaultConcurrency, "pages of merchants checked at once")
 	fs.IntVar(&c.PageSize, "page", reconcile.DefaultPageSize, "merchants per page")
 	fs.DurationVar(&c.Grace, "grace", reconcile.DefaultGrace, "pending deductions younger than this are in-flight work, not drift")
@@ -60,17 +51,9 @@ func parseFlags(args []string, out io.Writer) (Options, error) {
 	fs.DurationVar(&c.BusyRetryDelay, "busy-retry-delay", reconcile.DefaultBusyRetryDelay, "pause before merchants found busy are tried once more")
 	fs.StringVar(&o.Output, "output", outputText, "report format: text or json")
 	if err := fs.Parse(args); err != nil {
-		return Options{}, err
+		return options{}, err
 	}
-	c.Merchants, c.SkipHydrate = merchants, !hydrate
-	if err := o.validate(once, fs.NArg()); err != nil {
-		fmt.Fprintln(out, err)
-		return Options{}, err
-	}
-	return o, nil
-}
-
-func (o Options) validate(once bool, extra int) error {
+	c.SkipHydrate = !hydrate
 	var errs []error
 	if once && o.Every != 0 {
 		errs = append(errs, errors.New("reconciler: --once and --every exclude each other"))
@@ -81,8 +64,12 @@ func (o Options) validate(once bool, extra int) error {
 	if o.Output != outputText && o.Output != outputJSON {
 		errs = append(errs, fmt.Errorf("reconciler: --output %q is not text or json", o.Output))
 	}
-	if extra > 0 {
+	if fs.NArg() > 0 {
 		errs = append(errs, errors.New("reconciler: unexpected arguments after the flags"))
 	}
-	return errors.Join(append(errs, o.Config.Validate())...)
+	if err := errors.Join(append(errs, c.Validate())...); err != nil {
+		fmt.Fprintln(out, err)
+		return options{}, err
+	}
+	return o, nil
 }

@@ -65,7 +65,7 @@ func run() int {
 
 // serve wires the reconciler and runs it once (returning the run's exit code)
 // or in a loop with the ops HTTP server until ctx ends (returning 0).
-func serve(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) (int, error) {
+func serve(ctx context.Context, cfg config.Config, opts options, log *zap.Logger) (int, error) {
 	keys, err := keyspace.New(cfg.Redis.KeyPrefix)
 	if err != nil {
 		return 0, err
