@@ -18,8 +18,7 @@ import (
 // protocol over TCP on loopback.
 type Kafka struct {
 	Brokers []string
-	// Cluster is the in-process broker, for fault injection; nil when KAFKA_BROKERS is set.
-	Cluster *kfake.Cluster
+	Cluster *kfake.Cluster // the in-process broker, for fault injection; nil with KAFKA_BROKERS
 }
 
 // NewKafka returns a broker for t. An in-process one is closed when the test ends.
@@ -27,9 +26,11 @@ func NewKafka(t testing.TB, opts ...kfake.Opt) *Kafka {
 	t.Helper()
 	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
 		brokers := strings.Split(env, ",")
-		if err := pingKafka(brokers[0]); err != nil {
+		conn, err := net.DialTimeout("tcp", brokers[0], 3*time.Second)
+		if err != nil {
 			unavailable(t, "Kafka (KAFKA_BROKERS)", err)
 		}
+		conn.Close()
 		return &Kafka{Brokers: brokers}
 	}
 	opts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}, opts...)
@@ -52,12 +53,11 @@ func (k *Kafka) TopicWith(t testing.TB, partitions int, configs map[string]strin
 	t.Helper()
 	name := strings.ReplaceAll(UniqueName(t, "topic"), "_", "-")
 	if err := k.createTopic(name, partitions, configs); err != nil {
-		t.Fatalf("testenv: create topic %s: %v", name, err)
+		t.Fatalf("testenv: %v", err)
 	}
 	if k.Cluster == nil {
 		t.Cleanup(func() {
-			client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second}
-			_, _ = client.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{name}})
+			_, _ = k.client(nil).DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{name}})
 		})
 	}
 	return name
@@ -76,38 +76,31 @@ func (k *Kafka) createTopic(name string, partitions int, configs map[string]stri
 	for n, v := range configs {
 		tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: n, ConfigValue: v})
 	}
-	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second}
-	resp, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
-	if err != nil {
-		return err
+	resp, err := k.client(nil).CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
+	if err == nil {
+		err = resp.Errors[name]
 	}
-	if err := resp.Errors[name]; err != nil {
+	if err != nil {
 		return fmt.Errorf("create topic %s: %w", name, err)
 	}
 	return nil
 }
 
-func pingKafka(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
+func (k *Kafka) client(tr *kafka.Transport) *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second, Transport: tr}
 }
 
 // ReadAll reads every message of topic, partition by partition, up to the
 // end offsets as of the call, without a consumer group.
 func (k *Kafka) ReadAll(ctx context.Context, t testing.TB, topic string, partitions int) []kafka.Message {
-	brokers := k.Brokers
 	t.Helper()
 	transport := &kafka.Transport{}
 	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: transport}
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for p := range partitions {
 		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
 	}
-	resp, err := client.ListOffsets(ctx, req)
+	resp, err := k.client(transport).ListOffsets(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,20 +109,14 @@ func (k *Kafka) ReadAll(ctx context.Context, t testing.TB, topic string, partiti
 		if po.Error != nil {
 			t.Fatal(po.Error)
 		}
-		if po.LastOffset == 0 {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: po.Partition, MaxWait: 100 * time.Millisecond})
-		for {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: k.Brokers, Topic: topic, Partition: po.Partition, MaxWait: 100 * time.Millisecond})
+		for last := int64(-1); last < po.LastOffset-1; { // offsets may have gaps
 			m, err := r.ReadMessage(ctx)
 			if err != nil {
 				r.Close()
 				t.Fatalf("partition %d: %v", po.Partition, err)
 			}
-			out = append(out, m)
-			if m.Offset == po.LastOffset-1 {
-				break
-			}
+			out, last = append(out, m), m.Offset
 		}
 		if err := r.Close(); err != nil {
 			t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"github.com/quotaflow/billing/internal/migrate"
 )
 
-// MySQL is a test's own database, migrated to the latest schema.
+// MySQL is a test's own database.
 type MySQL struct {
 	Name string // database name
 	DSN  string // DSN of this database (parseTime=true)
@@ -35,30 +35,29 @@ var (
 // NewMySQL creates a fresh database for t, migrates it and drops it when the test ends.
 func NewMySQL(t testing.TB) *MySQL {
 	t.Helper()
-	db := NewEmptyMySQL(t)
-	m, err := migrate.Open(db.DSN)
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	defer m.Close()
-	if _, err := m.Up(); err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	return db
+	return newDatabase(t, sharedMySQL(t), true)
 }
 
 // NewEmptyMySQL creates a fresh, unmigrated database for t and drops it when the test ends.
 func NewEmptyMySQL(t testing.TB) *MySQL {
 	t.Helper()
+	return newDatabase(t, sharedMySQL(t), false)
+}
+
+func sharedMySQL(t testing.TB) *mysql.Config {
+	t.Helper()
 	mysqlOnce.Do(func() { mysqlAdmin, mysqlErr = findMySQL() })
 	if mysqlErr != nil {
 		unavailable(t, "MySQL", mysqlErr)
 	}
+	return mysqlAdmin
+}
+
+// newDatabase creates a database for t on server, dropped when the test ends.
+func newDatabase(t testing.TB, server *mysql.Config, migrated bool) *MySQL {
+	t.Helper()
 	name := UniqueName(t, "billing")
-	if len(name) > 64 {
-		name = name[len(name)-64:]
-	}
-	admin, err := sql.Open("mysql", mysqlAdmin.FormatDSN())
+	admin, err := sql.Open("mysql", server.FormatDSN())
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
@@ -68,12 +67,7 @@ func NewEmptyMySQL(t testing.TB) *MySQL {
 		admin.Close()
 		t.Fatalf("testenv: create database: %v", err)
 	}
-	cfg := mysqlAdmin.Clone()
-	cfg.DBName = name
-	dsn := cfg.FormatDSN()
-	gdb, sqlDB := openGorm(t, name, dsn, 32)
 	t.Cleanup(func() {
-		sqlDB.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
@@ -81,42 +75,55 @@ func NewEmptyMySQL(t testing.TB) *MySQL {
 		}
 		admin.Close()
 	})
-	return &MySQL{Name: name, DSN: dsn, DB: gdb, SQL: sqlDB}
-}
-
-// openGorm opens database name at dsn through GORM, with at most maxOpen
-// connections; closing them is the caller's.
-func openGorm(t testing.TB, name, dsn string, maxOpen int) (*gorm.DB, *sql.DB) {
-	t.Helper()
-	gdb, err := gorm.Open(gormmysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
+	cfg := server.Clone()
+	cfg.DBName = name
+	db := &MySQL{Name: name, DSN: cfg.FormatDSN()}
+	if migrated {
+		m, err := migrate.Open(db.DSN)
+		if err == nil {
+			_, err = m.Up()
+			err = errors.Join(err, m.Close())
+		}
+		if err != nil {
+			t.Fatalf("testenv: migrate %s: %v", name, err)
+		}
+	}
+	if db.DB, err = gorm.Open(gormmysql.Open(db.DSN), &gorm.Config{Logger: logger.Discard}); err != nil {
 		t.Fatalf("testenv: open %s: %v", name, err)
 	}
-	sqlDB, err := gdb.DB()
-	if err != nil {
+	if db.SQL, err = db.DB.DB(); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	sqlDB.SetMaxOpenConns(maxOpen)
-	return gdb, sqlDB
+	db.SQL.SetMaxOpenConns(32)
+	t.Cleanup(func() { db.SQL.Close() })
+	return db
 }
 
 func findMySQL() (*mysql.Config, error) {
-	dsn := envOr("BILLING_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/?parseTime=true")
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := mysql.ParseDSN(envOr("BILLING_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/?parseTime=true"))
 	if err != nil {
 		return nil, fmt.Errorf("BILLING_TEST_MYSQL_DSN: %w", err)
 	}
-	cfg.DBName = ""
-	cfg.ParseTime = true
-	err = pingMySQL(cfg)
-	if err == nil {
+	cfg.DBName, cfg.ParseTime = "", true
+	if err = pingMySQL(cfg); err == nil {
 		return cfg, nil
 	}
-	ccfg, cerr := mysqlContainer()
-	if cerr == nil {
-		return ccfg, nil
+	// A container of testcontainers-go: Ryuk removes it when the test binary exits.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, cerr := tcmysql.Run(ctx, "mysql:8.0", tcmysql.WithPassword("test"), tcmysql.WithUsername("root"))
+	if cerr != nil {
+		return nil, errors.Join(err, cerr)
 	}
-	return nil, errors.Join(err, cerr)
+	dsn, err := c.ConnectionString(ctx, "parseTime=true")
+	if err == nil {
+		cfg, err = mysql.ParseDSN(dsn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.DBName = ""
+	return cfg, nil
 }
 
 func pingMySQL(cfg *mysql.Config) error {
@@ -130,23 +137,4 @@ func pingMySQL(cfg *mysql.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	return db.PingContext(ctx)
-}
-
-func mysqlContainer() (*mysql.Config, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, err := tcmysql.Run(ctx, "mysql:8.0", tcmysql.WithPassword("test"), tcmysql.WithUsername("root"))
-	if err != nil {
-		return nil, err
-	}
-	dsn, err := c.ConnectionString(ctx, "parseTime=true")
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, err
-	}
-	cfg.DBName = ""
-	return cfg, nil
 }

@@ -15,13 +15,11 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 	wg     sync.WaitGroup
-
-	mu      sync.Mutex
-	cond    *sync.Cond // signalled when paused, closed or writing change
-	paused  bool
-	closed  bool
-	writing int // writes in flight, which Pause waits for
-	conns   map[net.Conn]struct{}
+	gate   sync.RWMutex // held by Pause; every forwarded write holds it for reading
+	mu     sync.Mutex
+	paused bool
+	closed bool
+	conns  map[net.Conn]struct{}
 }
 
 // NewProxy listens on a free port of 127.0.0.1 and forwards every connection
@@ -33,7 +31,6 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		t.Fatalf("testenv: proxy: %v", err)
 	}
 	p := &Proxy{t: t, target: target, ln: ln, conns: map[net.Conn]struct{}{}}
-	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -49,9 +46,9 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) Pause() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.paused = true
-	for p.writing > 0 && !p.closed {
-		p.cond.Wait()
+	if !p.paused {
+		p.gate.Lock() // waits for the writes in flight
+		p.paused = true
 	}
 }
 
@@ -59,8 +56,10 @@ func (p *Proxy) Pause() {
 func (p *Proxy) Resume() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.paused = false
-	p.cond.Broadcast()
+	if p.paused {
+		p.gate.Unlock()
+		p.paused = false
+	}
 }
 
 // Close closes the listener and every connection and waits for the proxy's
@@ -68,11 +67,11 @@ func (p *Proxy) Resume() {
 func (p *Proxy) Close() {
 	p.mu.Lock()
 	p.closed = true
-	p.cond.Broadcast()
 	for c := range p.conns {
 		c.Close()
 	}
 	p.mu.Unlock()
+	p.Resume() // held writes fail on their closed connections
 	p.ln.Close()
 	p.wg.Wait()
 }
@@ -93,30 +92,19 @@ func (p *Proxy) accept() {
 			down.Close()
 			continue
 		}
-		if !p.track(down, up) {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			down.Close()
+			up.Close()
 			return
 		}
+		p.conns[down], p.conns[up] = struct{}{}, struct{}{}
 		p.wg.Add(2)
+		p.mu.Unlock()
 		go p.pipe(up, down)
 		go p.pipe(down, up)
 	}
-}
-
-// track registers the connections for Close, or closes them if the proxy is
-// closed already.
-func (p *Proxy) track(conns ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		for _, c := range conns {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range conns {
-		p.conns[c] = struct{}{}
-	}
-	return true
 }
 
 // pipe copies from src to dst, holding bytes while paused. When either side
@@ -135,11 +123,9 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.beginWrite() {
-				return
-			}
+			p.gate.RLock()
 			_, werr := dst.Write(buf[:n])
-			p.endWrite()
+			p.gate.RUnlock()
 			if werr != nil {
 				return
 			}
@@ -148,25 +134,4 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			return
 		}
 	}
-}
-
-// beginWrite waits while the proxy is paused; false means it is closed.
-func (p *Proxy) beginWrite() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for p.paused && !p.closed {
-		p.cond.Wait()
-	}
-	if p.closed {
-		return false
-	}
-	p.writing++
-	return true
-}
-
-func (p *Proxy) endWrite() {
-	p.mu.Lock()
-	p.writing--
-	p.cond.Broadcast()
-	p.mu.Unlock()
 }

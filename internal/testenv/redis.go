@@ -34,13 +34,19 @@ func NewRedis(t testing.TB) *Redis {
 	if redisErr != nil {
 		unavailable(t, "Redis", redisErr)
 	}
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
 	keys, err := keyspace.New(UniqueName(t, "t") + ":")
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	client := redis.NewClient(&redis.Options{Addr: redisAddr})
 	t.Cleanup(func() {
-		deletePrefix(client, keys.Prefix())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		pipe := client.Pipeline()
+		for iter := client.Scan(ctx, 0, keys.Prefix()+"*", 1000).Iterator(); iter.Next(ctx); {
+			pipe.Unlink(ctx, iter.Val())
+		}
+		_, _ = pipe.Exec(ctx)
 		client.Close()
 	})
 	return &Redis{Addr: redisAddr, Client: client, Keys: keys}
@@ -52,29 +58,13 @@ func findRedis() (string, error) {
 	if err == nil {
 		return addr, nil
 	}
-	if containerAddr, cerr := redisContainer(); cerr == nil {
-		return containerAddr, nil
-	} else {
-		return "", errors.Join(err, cerr)
-	}
-}
-
-func pingRedis(addr string) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 2 * time.Second, MaxRetries: -1})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	return c.Ping(ctx).Err()
-}
-
-func redisContainer() (string, error) {
+	// A container of testcontainers-go: Ryuk removes it when the test binary exits.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := tcredis.Run(ctx, "redis:7")
-	if err != nil {
-		return "", err
+	c, cerr := tcredis.Run(ctx, "redis:7")
+	if cerr != nil {
+		return "", errors.Join(err, cerr)
 	}
-	// Reaped by testcontainers' Ryuk when the test binary exits.
 	uri, err := c.ConnectionString(ctx)
 	if err != nil {
 		return "", err
@@ -86,19 +76,10 @@ func redisContainer() (string, error) {
 	return opts.Addr, nil
 }
 
-func deletePrefix(c *redis.Client, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func pingRedis(addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 2 * time.Second, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var batch []string
-	for iter.Next(ctx) {
-		batch = append(batch, iter.Val())
-		if len(batch) == 1000 {
-			c.Unlink(ctx, batch...)
-			batch = batch[:0]
-		}
-	}
-	if len(batch) > 0 {
-		c.Unlink(ctx, batch...)
-	}
+	return c.Ping(ctx).Err()
 }

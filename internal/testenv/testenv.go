@@ -12,7 +12,9 @@ package testenv
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -36,20 +38,14 @@ func unavailable(t testing.TB, service string, err error) {
 func UniqueName(t testing.TB, kind string) string {
 	t.Helper()
 	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatalf("testenv: random: %v", err)
-	}
-	name := strings.ToLower(t.Name())
-	name = strings.Map(func(r rune) rune {
+	_, _ = rand.Read(b[:]) // never fails
+	name := strings.Map(func(r rune) rune {
 		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
 			return r
 		}
 		return '_'
-	}, name)
-	if len(name) > 24 {
-		name = name[:24]
-	}
-	return kind + "_" + name + "_" + time.Now().UTC().Format("150405") + "_" + hex.EncodeToString(b[:])
+	}, strings.ToLower(t.Name()))
+	return kind + "_" + name[:min(len(name), 24)] + "_" + time.Now().UTC().Format("150405") + "_" + hex.EncodeToString(b[:])
 }
 
 func envOr(key, def string) string {
@@ -57,4 +53,43 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// FreePort returns a TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// requireBinary finds the first of names on PATH or in /usr/sbin (where Debian
+// puts mariadbd), or skips or fails the test.
+func requireBinary(t testing.TB, names ...string) string {
+	t.Helper()
+	for _, n := range names {
+		for _, path := range []string{n, "/usr/sbin/" + n} {
+			if bin, err := exec.LookPath(path); err == nil {
+				return bin
+			}
+		}
+	}
+	_, err := exec.LookPath(names[0])
+	unavailable(t, names[0], err)
+	return ""
+}
+
+// waitFor calls f until it succeeds or within has passed, and returns its last error.
+func waitFor(within time.Duration, f func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
