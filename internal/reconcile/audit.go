@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -33,34 +34,21 @@ func writeAudit(ctx context.Context, db *sql.DB, r *Report) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reconcile: audit run id: %w", err)
 	}
-	for start := 0; start < len(r.Findings); start += findingsPerInsert {
-		end := min(start+findingsPerInsert, len(r.Findings))
-		if err := insertFindings(ctx, tx, id, r.Findings[start:end]); err != nil {
-			return 0, err
+	for part := range slices.Chunk(r.Findings, findingsPerInsert) {
+		vals := make([]string, len(part))
+		args := make([]any, 0, 9*len(part))
+		for i, f := range part {
+			vals[i] = "(?,?,?,?,?,?,?,?,?)"
+			args = append(args, id, f.MerchantID, string(f.Kind), f.RedisValue, f.Expected, f.Delta, f.Pending,
+				string(f.Action), truncate(f.Detail, maxDetail))
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO reconcile_findings
+			(run_id, merchant_id, kind, redis_value, expected, delta, pending, action, detail) VALUES `+strings.Join(vals, ","), args...); err != nil {
+			return 0, fmt.Errorf("reconcile: audit findings: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("reconcile: audit commit: %w", err)
 	}
 	return id, nil
-}
-
-func insertFindings(ctx context.Context, tx *sql.Tx, runID int64, fs []Finding) error {
-	vals := make([]string, len(fs))
-	args := make([]any, 0, 9*len(fs))
-	for i, f := range fs {
-		vals[i] = "(?,?,?,?,?,?,?,?,?)"
-		var redis any
-		if f.RedisValue != nil {
-			redis = *f.RedisValue
-		}
-		args = append(args, runID, f.MerchantID, string(f.Kind), redis, f.Expected, f.Delta, f.Pending,
-			string(f.Action), truncate(f.Detail, maxDetail))
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO reconcile_findings
-		(run_id, merchant_id, kind, redis_value, expected, delta, pending, action, detail) VALUES `+strings.Join(vals, ","), args...)
-	if err != nil {
-		return fmt.Errorf("reconcile: audit findings: %w", err)
-	}
-	return nil
 }

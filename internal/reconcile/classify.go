@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +57,10 @@ func classify(in merchantInput, now time.Time, p Config) verdict {
 	truth := in.Credited - in.Debited
 	held := in.Held
 	q, perr := quota.Parse(in.Quota)
-	remain := remainPtr(q)
+	var remain *int64
+	if q.Exists {
+		remain = &q.Remain
+	}
 	// The ledger audit reports a negative balance of every merchant (and sets
 	// Held); this one covers a balance that went negative between the two reads.
 	if truth < 0 && !held {
@@ -138,31 +142,16 @@ func classifyHash(v verdict, in merchantInput, q quota.Hash, truth int64, held b
 	case p.DryRun:
 		action = ActionDryRun
 	default:
-		v.Plan = plan{Kind: planRepair, ExpectVer: q.Ver, Remain: target, Delete: fields(orphans, stales)}
+		v.Plan = plan{Kind: planRepair, ExpectVer: q.Ver, Remain: target}
+		for _, e := range slices.Concat(orphans, stales) {
+			v.Plan.Delete = append(v.Plan.Delete, quota.PendingField(e.EventID))
+		}
 	}
 	for i := range found {
 		found[i].Action = action
 	}
 	v.Findings = append(v.Findings, found...)
 	return v
-}
-
-func remainPtr(q quota.Hash) *int64 {
-	if !q.Exists {
-		return nil
-	}
-	r := q.Remain
-	return &r
-}
-
-func fields(lists ...[]quota.Pending) []string {
-	var out []string
-	for _, l := range lists {
-		for _, e := range l {
-			out = append(out, quota.PendingField(e.EventID))
-		}
-	}
-	return out
 }
 
 // describe lists entries as "evt=amount@age" within the audit column's width.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -61,14 +62,8 @@ func (r *Report) Err() error { return r.err }
 
 // Exit is the process exit code: 0 clean, 1 drift found, 2 repaired, 3 failed.
 func (r *Report) Exit() int {
-	switch r.Status {
-	case StatusClean:
-		return 0
-	case StatusDrift:
-		return 1
-	case StatusRepaired:
-		return 2
-	default:
-		return 3
+	if i := slices.Index([]Status{StatusClean, StatusDrift, StatusRepaired}, r.Status); i >= 0 {
+		return i
 	}
+	return 3
 }
