@@ -4,7 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -166,14 +167,9 @@ func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint,
 	if len(cps) == 0 {
 		return nil
 	}
-	ids := make([]string, 0, len(cps))
-	for m := range cps {
-		ids = append(ids, m)
-	}
-	sort.Strings(ids) // one row order for every reconciler: fewer deadlocks
 	var vals []string
 	var args []any
-	for _, m := range ids {
+	for _, m := range slices.Sorted(maps.Keys(cps)) { // one row order for every reconciler: fewer deadlocks
 		cp := cps[m]
 		vals = append(vals, "(?,?,?,?)")
 		args = append(args, m, cp.LastID, cp.Credited, cp.Debited)
