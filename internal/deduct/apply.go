@@ -13,13 +13,9 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
-// Apply records a batch of validated events, which may span several
-// merchants, and returns one Result per event, in order. See the package
-// documentation for the protocol.
-//
-// An error is transient and concerns the whole batch (Redis or MySQL down, a
-// lock lost, deadlocks that kept coming): nothing of the batch may be assumed
-// done, and applying the same batch again is safe.
+// Apply records a batch of events of any merchants and returns one Result per
+// event, in order (the protocol is the package doc's). An error is transient
+// and concerns the whole batch: none of it may be assumed done; apply it again.
 func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) ([]Result, error) {
 	start := time.Now()
 	results := make([]Result, len(events))
@@ -63,9 +59,8 @@ func merchantsOf(events []event.PaymentSucceeded, idx []int) []string {
 	return ms
 }
 
-// redoLoop runs attempts until one settles the batch. A stale cache, a
-// concurrent duplicate or a refused value sends it back to the existing-events
-// query; the bound turns an endless cause into a transient error.
+// redoLoop runs attempts until one settles the batch: a stale cache, a
+// concurrent duplicate or a refused value sends it back, at most MaxRedo times.
 func (d *Deductor) redoLoop(ctx context.Context, held map[string]heldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
 	open = slices.Clone(open)
 	for redo := 0; ; redo++ {
@@ -141,17 +136,11 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 	var fresh []int
 	for _, i := range open {
 		ev := events[i]
-		row, found := existing[ev.EventID]
-		switch {
-		case !found:
+		if row, found := existing[ev.EventID]; found {
+			out[i] = judge(ev, row)
+			settle.ended(ev)
+		} else {
 			fresh = append(fresh, i)
-		case row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && row.Kind != ledger.KindCredit:
-			out[i] = Result{Outcome: Duplicate, BalanceAfter: value(row.BalanceAfter)}
-			settle.ended(ev)
-		default:
-			out[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) is already recorded as %s of %d for merchant %s",
-				ev.EventID, ev.MerchantID, ev.Amount, row.Kind, row.Amount, row.MerchantID))
-			settle.ended(ev)
 		}
 	}
 

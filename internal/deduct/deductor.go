@@ -13,11 +13,9 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
-// ErrLockLost: a merchant lock was lost during the batch (a fenced script
-// found another token, or the lock's context ended). Transient: nothing of the
-// batch may be assumed done; apply it again. A lost lock is never a message's
-// fault (Redis failed over, went silent, or the worker stalled), so it is an
-// outage: retried without counting attempts, never dead-lettered.
+// ErrLockLost: a merchant lock was lost during the batch (a fenced script found
+// another token, or the lock's context ended); apply it again. Never the
+// message's fault, so an outage: never dead-lettered.
 var ErrLockLost = failure.Outage(errors.New("deduct: merchant lock lost"))
 
 // Locker takes merchant locks (app.MerchantLocks, on internal/lock).
@@ -54,26 +52,16 @@ type Redis interface {
 	Pipeline() redis.Pipeliner
 }
 
-var _ Ledger = (*ledger.Store)(nil)
-
 // Options tunes a Deductor. The zero value is valid.
 type Options struct {
 	// MaxRedo bounds how often one batch is redone after a stale cache, a
 	// concurrent duplicate or a refused value (default 8).
 	MaxRedo int
-	// ReleaseTimeout bounds unlocking at the end of a batch, which runs even
-	// when the batch's context has ended (default 5s).
-	ReleaseTimeout time.Duration
 }
 
-func (o *Options) setDefaults() {
-	if o.MaxRedo <= 0 {
-		o.MaxRedo = 8
-	}
-	if o.ReleaseTimeout <= 0 {
-		o.ReleaseTimeout = 5 * time.Second
-	}
-}
+// releaseTimeout bounds unlocking at the end of a batch, which runs even when
+// the batch's context has ended.
+const releaseTimeout = 5 * time.Second
 
 // Deductor applies batches of payment events. It is safe for concurrent use;
 // the merchant locks serialize batches that share a merchant.
@@ -89,22 +77,13 @@ type Deductor struct {
 
 	deductLua, settleLua, dropLua *redis.Script // the protocol's scripts (package doc)
 
-	// afterStep, when set (tests only), runs after each step of a batch; an
-	// error simulates a crash there: Apply returns at once and abandons its
-	// locks without releasing them.
+	// afterStep (tests only) runs after each step; an error simulates a crash
+	// there: Apply returns at once, abandoning its locks.
 	afterStep func(step string) error
 }
 
 // New returns a Deductor. log and m may be nil (no logs; unregistered metrics).
 func New(rdb Redis, keys keyspace.Keyspace, locks Locker, led Ledger, log *zap.Logger, m *Metrics, opts Options) (*Deductor, error) {
-	switch {
-	case rdb == nil:
-		return nil, errors.New("deduct: nil Redis client")
-	case locks == nil:
-		return nil, errors.New("deduct: nil Locker")
-	case led == nil:
-		return nil, errors.New("deduct: nil Ledger")
-	}
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -114,7 +93,9 @@ func New(rdb Redis, keys keyspace.Keyspace, locks Locker, led Ledger, log *zap.L
 			return nil, err
 		}
 	}
-	opts.setDefaults()
+	if opts.MaxRedo <= 0 {
+		opts.MaxRedo = 8
+	}
 	return &Deductor{
 		rdb: rdb, keys: keys, locks: locks, ledger: led, log: log, metrics: m, opts: opts,
 		now: time.Now, deductLua: redis.NewScript(deductSrc), settleLua: redis.NewScript(settleSrc),

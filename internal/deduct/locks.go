@@ -40,10 +40,10 @@ func (d *Deductor) locked(ctx context.Context, merchants []string, fn func(ctx c
 	return lockCause(fctx, fn(fctx, held))
 }
 
-// release unlocks, even when ctx has ended, within ReleaseTimeout. A lock that
+// release unlocks, even when ctx has ended, within releaseTimeout. A lock that
 // cannot be released expires by its TTL; the batch's effects stand.
 func (d *Deductor) release(ctx context.Context, locks Held) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.ReleaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if err := locks.Release(rctx); err != nil {
 		d.log.Warn("release merchant locks", zap.Strings("keys", locks.Keys()), zap.Error(err))

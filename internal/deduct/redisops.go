@@ -51,10 +51,9 @@ func groupByMerchant(events []event.PaymentSucceeded, idx []int) []group {
 //go:embed deduct.lua
 var deductSrc string
 
-// deductAll runs one deduction per merchant, all in one pipeline. Merchants
-// whose hash is missing are read from MySQL in one query, then hydrated and
-// deducted in a second pipeline; those without a balance row are unknown and
-// get codeUnknown, and no key. It returns a code per event index.
+// deductAll runs one deduction per merchant in one pipeline; missing hashes
+// are read from MySQL in one query, then hydrated and deducted in a second
+// (no balance row: codeUnknown, no key). It returns a code per event index.
 func (d *Deductor) deductAll(ctx context.Context, held map[string]heldLock, events []event.PaymentSucceeded, idx []int) (map[int]byte, error) {
 	codes := make(map[int]byte, len(idx))
 	todo := groupByMerchant(events, idx)
@@ -173,10 +172,8 @@ func (s *settlement) ended(ev event.PaymentSucceeded) {
 //go:embed settle.lua
 var settleSrc string
 
-// settleAll runs the settle script for every merchant, in one pipeline: the
-// p: fields of the batch's debits are deleted, and a hash holding a p: field
-// of an event that ended without a debit of this batch is dropped (see
-// settle.lua), so that Redis never keeps a deduction MySQL does not have.
+// settleAll runs settle.lua for every merchant in one pipeline: Redis never
+// keeps a deduction MySQL does not have.
 func (d *Deductor) settleAll(ctx context.Context, held map[string]heldLock, s settlement) error {
 	calls := make([]*quota.Call, 0, len(s))
 	for m, st := range s {

@@ -85,14 +85,9 @@ func (d *Deductor) judgeRivals(ctx context.Context, events []event.PaymentSuccee
 		}
 		for _, i := range rivals {
 			ev := events[i]
-			row, found := existing[ev.EventID]
-			switch {
-			case found && row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && row.Kind != ledger.KindCredit:
-				results[i] = Result{Outcome: Duplicate, BalanceAfter: value(row.BalanceAfter)}
-			case found:
-				results[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) is already recorded as %s of %d for merchant %s",
-					ev.EventID, ev.MerchantID, ev.Amount, row.Kind, row.Amount, row.MerchantID))
-			default:
+			if row, found := existing[ev.EventID]; found {
+				results[i] = judge(ev, row)
+			} else {
 				results[i] = conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) appears in the batch with another merchant or amount, and neither is recorded",
 					ev.EventID, ev.MerchantID, ev.Amount))
 			}
@@ -113,6 +108,16 @@ func validate(ev event.PaymentSucceeded) error {
 		return fmt.Errorf("deduct: amount %d of event %s is outside 1..10^12", ev.Amount, ev.EventID)
 	}
 	return nil
+}
+
+// judge is the result of an event the ledger has a row for: a duplicate when
+// the row matches it, else a conflict.
+func judge(ev event.PaymentSucceeded, row ledger.Row) Result {
+	if row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && row.Kind != ledger.KindCredit {
+		return Result{Outcome: Duplicate, BalanceAfter: value(row.BalanceAfter)}
+	}
+	return conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) is already recorded as %s of %d for merchant %s",
+		ev.EventID, ev.MerchantID, ev.Amount, row.Kind, row.Amount, row.MerchantID))
 }
 
 func conflict(err error) Result {

@@ -1,11 +1,6 @@
-// Package failure is the error taxonomy shared by the write path and the
-// consumer: an error is permanent (dead-letter it now, retrying cannot help) or
-// transient (retry with backoff). Business outcomes are not errors at all. A
-// transient error that describes a server rather than the message is an
-// outage (IsOutage): retried for as long as it lasts, never the message's fault.
-//
-// An error that was never classified counts as transient: retrying an unknown
-// failure a bounded number of times is safer than dead-lettering on the first.
+// Package failure is the error taxonomy of the write path and the consumer:
+// permanent (dead-letter now) or transient (retry with backoff; an outage,
+// IsOutage, for as long as it lasts). An unclassified error is transient.
 package failure
 
 import "errors"

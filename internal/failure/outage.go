@@ -13,14 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// An outage is a transient failure that describes a server, a network or a
-// clock rather than the message that ran into it: a missing table, a
-// read-only primary, a refused connection, a timeout, CLUSTERDOWN, a clock
-// stepped back. Whatever message hits it would fail the same way, so retrying
-// it must never count against the message (and so never dead-letter it).
-//
-// Errors are recognised by type, never by their text, except Redis replies,
-// whose kind is a text prefix by protocol.
+// An outage is a transient failure of a server, a network or a clock, not of
+// the message that ran into it: retrying it never counts against the message.
+// Errors are recognised by type, never by text, but Redis replies (a prefix).
 
 // OutageError marks an error as an outage explicitly.
 type OutageError struct {
@@ -41,11 +36,9 @@ func Outage(err error) error {
 	return &OutageError{Err: err}
 }
 
-// IsOutage reports whether err, or anything it wraps, describes an outage:
-// an error with an Outage() bool method returning true (as *OutageError, or
-// another package's error type that knows it), a MySQL error number listed
-// below, a broken MySQL or Redis connection, a Redis reply naming the
-// server's state, a network error, or a timeout.
+// IsOutage reports whether err, or anything it wraps, describes an outage: an
+// Outage() bool method saying so, a MySQL number below, a broken connection,
+// a Redis reply naming the server's state, a network error, or a timeout.
 func IsOutage(err error) bool {
 	if err == nil {
 		return false
@@ -80,9 +73,8 @@ func IsOutage(err error) bool {
 	return redisOutage(err)
 }
 
-// MySQL and MariaDB error numbers, kept here so that every package names
-// them from one list. These describe the server (its schema, its mode, its
-// limits, its locks), never the values of a statement: see mysqlOutage.
+// MySQL and MariaDB error numbers, one list for every package. These describe
+// the server (schema, mode, limits, locks), never a statement's values.
 const (
 	MySQLDiskFull                 = 1021 // ER_DISK_FULL
 	MySQLTooManyConnections       = 1040 // ER_CON_COUNT_ERROR
@@ -137,10 +129,8 @@ func MySQLNumber(err error) uint16 {
 	return 0
 }
 
-// mysqlOutage reports whether a MySQL error number describes the server.
-// Deadlocks and lock wait timeouts are contention between transactions, never
-// one message's fault; the ledger retries them, so one that reaches here
-// means the contention lasts.
+// mysqlOutage reports whether a MySQL error number describes the server
+// (lasting deadlocks included: the ledger retried them already).
 func mysqlOutage(n uint16) bool {
 	switch n {
 	case MySQLDiskFull, MySQLTooManyConnections, MySQLDBAccessDenied, MySQLAccessDenied, MySQLNoDatabase,
@@ -154,9 +144,8 @@ func mysqlOutage(n uint16) bool {
 	return false
 }
 
-// redisOutage reports a Redis reply that names the server's (or the
-// cluster's) state. MOVED and ASK reach a caller only once the client has
-// used up its redirects: the slot map keeps moving.
+// redisOutage reports a Redis reply naming the server's or cluster's state
+// (MOVED and ASK arrive only once the client used up its redirects).
 func redisOutage(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {

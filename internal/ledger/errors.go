@@ -13,26 +13,17 @@ import (
 	"github.com/quotaflow/billing/internal/failure"
 )
 
-// Sentinel errors; use errors.Is.
+// Sentinel errors; errors.As gives *GuardError and *RefusedError their details.
 var (
-	// ErrGuard: a guarded balance update matched no row. Use errors.As with
-	// *GuardError for the merchant.
-	ErrGuard = errors.New("ledger: balance guard refused the debit")
-	// ErrDuplicate: an inserted event_id (or row id) is already in the ledger;
-	// the transaction was rolled back.
-	ErrDuplicate = errors.New("ledger: duplicate ledger row")
-	// ErrConflict: an id is already in the ledger with another merchant,
-	// amount or kind.
-	ErrConflict = errors.New("ledger: event id already recorded with different content")
-	// ErrRefused: the database refused a value. Use errors.As with *RefusedError.
-	ErrRefused = errors.New("ledger: value refused by the database")
+	ErrGuard     = errors.New("ledger: balance guard refused the debit")
+	ErrDuplicate = errors.New("ledger: duplicate ledger row") // rolled back
+	ErrConflict  = errors.New("ledger: event id already recorded with different content")
+	ErrRefused   = errors.New("ledger: value refused by the database")
 )
 
-// GuardError names a merchant whose cached balance disagrees with MySQL, so
-// the cache that decided the batch was stale. Without Covered, MySQL cannot
-// cover the debit (or has no balance row): the cache over-reported. With
-// Covered, MySQL covers an amount the cache rejected (or knows a merchant the
-// cache called unknown): the cache under-reported.
+// GuardError names a merchant whose cached balance disagrees with MySQL: the
+// cache over-reported (MySQL cannot cover the debit), or with Covered
+// under-reported (MySQL covers an amount the cache rejected).
 type GuardError struct {
 	MerchantID string
 	Amount     int64

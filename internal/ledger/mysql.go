@@ -12,19 +12,13 @@ import (
 	"github.com/quotaflow/billing/internal/failure"
 )
 
-// The MySQL helpers of every package that talks to the billing database; the
-// server's error numbers are failure's.
-
 // attempts bounds RetryDeadlocks, and Commit's retries of a guard that
 // refused a batch every balance covers.
 const attempts = 5
 
-// RetryDeadlocks runs fn, and again while it fails with a deadlock or a lock
-// wait timeout (InnoDB rolled the transaction or the statement back: running
-// it again is safe), up to 5 times in all, with jittered exponential backoff
-// from 5ms so that the victims of one deadlock do not collide again. onRetry,
-// if not nil, is called before each retry. The error is fn's own, or says
-// that the attempts or ctx ran out.
+// RetryDeadlocks runs fn, again while it fails with a deadlock or a lock wait
+// timeout (rolled back: safe to rerun), up to 5 times, with jittered backoff
+// from 5ms; onRetry, if not nil, runs before each retry.
 func RetryDeadlocks(ctx context.Context, onRetry func(), fn func() error) error {
 	var last error
 	n := 0

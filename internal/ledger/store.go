@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -48,12 +47,6 @@ type Store struct {
 // New returns a Store on db. ids issues the primary keys of new rows; m may be
 // nil (metrics are then kept but not registered anywhere).
 func New(db *gorm.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
-	if db == nil {
-		return nil, errors.New("ledger: nil *gorm.DB")
-	}
-	if ids == nil {
-		return nil, errors.New("ledger: nil IDSource")
-	}
 	if m == nil {
 		var err error
 		if m, err = NewMetrics(nil); err != nil {

@@ -1,9 +1,6 @@
-// Package migrate applies the embedded schema with golang-migrate.
-//
-// golang-migrate records a "dirty" version when a migration fails part way
-// (MySQL cannot roll DDL back); Up then refuses to continue and says so, rather
-// than guessing what was applied. An operator fixes the schema by hand and
-// clears the flag with Force.
+// Package migrate applies the embedded schema with golang-migrate. A migration
+// that failed part way leaves the schema dirty (MySQL cannot roll DDL back):
+// Up refuses it until an operator repairs the schema and calls Force.
 package migrate
 
 import (

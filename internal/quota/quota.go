@@ -54,9 +54,8 @@ type Hash struct {
 	Pending  []Pending // sorted by event id
 }
 
-// Parse reads an HGETALL of a quota hash. Unknown fields are ignored; a
-// non-integer remain and a pending value other than "<amount>:<unix_ms>"
-// (both positive) are errors.
+// Parse reads an HGETALL of a quota hash, ignoring unknown fields; a bad
+// remain or pending value (not "<amount>:<unix_ms>", both positive) is an error.
 func Parse(h map[string]string) (Hash, error) {
 	raw, ok := h[FieldRemain]
 	if !ok {

@@ -29,8 +29,7 @@ type Call struct {
 }
 
 // Run sends every call in one pipeline as EVALSHA (a Cluster client splits it
-// by node). Calls refused with NOSCRIPT (a restarted or failed-over server)
-// did not run, so they are sent again with EVAL, which also caches the script.
+// by node), then those refused with NOSCRIPT (they did not run) as EVAL.
 func Run(ctx context.Context, rdb Client, calls ...*Call) {
 	if len(calls) == 0 {
 		return
@@ -80,9 +79,7 @@ func Hydrate(quotaKey, lockKey, token string, remain int64, now time.Time) *Call
 	return &Call{Script: redis.NewScript(hydrateSrc), Keys: []string{quotaKey, lockKey}, Args: []any{token, remain, now.UnixMicro()}}
 }
 
-// Wrote reads the answer of a fenced script that replies {'ok', 1} when it
-// wrote and {'ok', 0} when it found nothing to do (as Hydrate's), or
-// ErrNotHeld.
+// Wrote reads a fenced script's {'ok', 1} (wrote) or {'ok', 0} (as Hydrate's).
 func (c *Call) Wrote() (bool, error) {
 	_, values, err := c.Reply()
 	if err != nil {
