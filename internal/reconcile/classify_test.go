@@ -81,7 +81,7 @@ func TestClassify(t *testing.T) {
 				if f.MerchantID != "m-1" {
 					t.Errorf("merchant = %q", f.MerchantID)
 				}
-				if f.RedisValue != nil && f.Delta != *f.RedisValue-f.Expected && !f.Kind.Critical() {
+				if f.RedisValue != nil && f.Delta != *f.RedisValue-f.Expected && !f.Kind.critical() {
 					t.Errorf("%s: delta %d != redis %d - expected %d", f.Kind, f.Delta, *f.RedisValue, f.Expected)
 				}
 			}

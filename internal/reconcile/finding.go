@@ -16,9 +16,9 @@ const (
 	KindMalformed       Kind = "malformed"        // a quota hash that cannot be parsed (critical)
 )
 
-// Critical reports whether a finding of this kind is left for a person and
+// critical reports whether a finding of this kind is left for a person and
 // blocks every Redis repair of its merchant.
-func (k Kind) Critical() bool {
+func (k Kind) critical() bool {
 	return k == KindNegativeBalance || k == KindLedgerMismatch || k == KindMalformed
 }
 

@@ -175,7 +175,7 @@ func (t *tally) add(p Report) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, f := range p.Findings {
-		if f.Kind.Critical() {
+		if f.Kind.critical() {
 			t.critical[f.MerchantID] = true
 		}
 	}
