@@ -147,26 +147,21 @@ type settlement map[string]*settled
 
 type settled struct{ debited, ended []string }
 
-func (s *settlement) add(merchant string) *settled {
+func (s *settlement) of(ev event.PaymentSucceeded) *settled {
 	if *s == nil {
 		*s = make(settlement)
 	}
-	m := (*s)[merchant]
-	if m == nil {
-		m = &settled{}
-		(*s)[merchant] = m
+	if (*s)[ev.MerchantID] == nil {
+		(*s)[ev.MerchantID] = &settled{}
 	}
-	return m
+	return (*s)[ev.MerchantID]
 }
 
 func (s *settlement) debited(ev event.PaymentSucceeded) {
-	m := s.add(ev.MerchantID)
-	m.debited = append(m.debited, ev.EventID)
+	s.of(ev).debited = append(s.of(ev).debited, ev.EventID)
 }
-
 func (s *settlement) ended(ev event.PaymentSucceeded) {
-	m := s.add(ev.MerchantID)
-	m.ended = append(m.ended, ev.EventID)
+	s.of(ev).ended = append(s.of(ev).ended, ev.EventID)
 }
 
 //go:embed settle.lua
