@@ -20,19 +20,16 @@ var ErrLockLost = failure.Outage(errors.New("deduct: merchant lock lost"))
 
 // Locker takes merchant locks (app.MerchantLocks, on internal/lock).
 type Locker interface {
-	// Acquire takes the locks of merchantIDs (distinct), waiting while other
-	// holders have some: all of them, or an error and none. Callers whose
-	// sets overlap must never wait for one another in a cycle.
+	// Acquire takes the locks of merchantIDs (distinct), all or none, waiting
+	// while others hold some, never in a cycle with overlapping callers.
 	Acquire(ctx context.Context, merchantIDs []string) (Held, error)
 }
 
 // Held is the locks of one Acquire.
 type Held interface {
-	// Keys are the lock keys in the order of the merchant IDs, each in its
-	// merchant's hash slot (keyspace.Lock).
+	// Keys are the lock keys (keyspace.Lock) in the order of the merchant IDs.
 	Keys() []string
-	// Token is the value of every key while the locks are held: the fencing
-	// token the scripts compare.
+	// Token is every key's value while held: the scripts' fencing token.
 	Token() string
 	// Context ends when a lock is lost, and on Release.
 	Context() context.Context

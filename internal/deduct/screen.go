@@ -18,10 +18,8 @@ type screened struct {
 	rivals []int
 }
 
-// screen resolves what needs no I/O: repeated event_ids within the batch (same
-// merchant and amount: the later one is a duplicate of the first; otherwise a
-// rival, judged against the ledger) and events the contract or the table would
-// refuse.
+// screen resolves what needs no I/O: repeated event_ids in the batch (a copy
+// of the first, or a rival) and events the contract or the table would refuse.
 func screen(events []event.PaymentSucceeded, results []Result) screened {
 	s := screened{copies: make(map[int]int)}
 	first := make(map[string]int, len(events))
@@ -60,14 +58,10 @@ func (s screened) finish(results []Result) {
 	}
 }
 
-// judgeRivals decides the later occurrences of an event_id that differ from
-// its first occurrence in the batch, after the batch is recorded: the ledger
-// row is the truth. A rival that matches the row is a duplicate (a redelivered
-// original that arrived after a conflicting copy: it must not be
-// dead-lettered); any other rival is a conflict, also when the event has no
-// row (its first occurrence was refused or invalid). No rival debits, so under
-// their merchants' locks each is settled as an event that ended without a
-// debit: a deduction a crash left for it in Redis is dropped.
+// judgeRivals decides the rivals once the batch is recorded, by the ledger
+// row: one that matches it is a duplicate (a redelivered original after a
+// conflicting copy), any other a conflict, also without a row. Under their
+// locks each is settled as ended without a debit (a crash's deduction goes).
 func (d *Deductor) judgeRivals(ctx context.Context, events []event.PaymentSucceeded, rivals []int, results []Result) error {
 	return d.locked(ctx, merchantsOf(events, rivals), func(ctx context.Context, held map[string]heldLock) error {
 		ids := make([]string, len(rivals))

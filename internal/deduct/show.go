@@ -28,11 +28,8 @@ type View struct {
 	Known    bool // the merchant has a merchant_balance row
 	Credited int64
 	Debited  int64
-	// Expected is what remain should be: credited - debited - the pending
-	// amounts not yet in the ledger.
-	Expected int64
-	// Drift is Remain - Expected when Cached.
-	Drift int64
+	Expected int64 // what remain should be: credited - debited - pending not in the ledger
+	Drift    int64 // Remain - Expected when Cached
 }
 
 // Show reads a merchant's Redis and MySQL state for an operator. It takes no

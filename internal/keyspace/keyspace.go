@@ -1,9 +1,6 @@
-// Package keyspace names the Redis keys of the billing system.
-//
-// Every key that belongs to one merchant carries the merchant id as a hash tag
-// ({m}), so a Lua script may touch all of a merchant's keys in one call on a
-// Redis Cluster. The optional prefix lets several deployments (or tests) share
-// one Redis; it must not contain braces, or it would change the hash slot.
+// Package keyspace names the Redis keys. A merchant's keys carry its id as a
+// hash tag ({m}), so one Lua call may touch them all on a Redis Cluster; the
+// optional prefix (no braces) lets deployments and tests share one Redis.
 package keyspace
 
 import (

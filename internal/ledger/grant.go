@@ -10,13 +10,10 @@ import (
 const upsertCreditSQL = "INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES (?, ?, 0) " +
 	"ON DUPLICATE KEY UPDATE credited = credited + ?"
 
-// Grant credits amount to a merchant, once per grantID, in one transaction: a
-// credit row (event_id = grantID) and credited += amount, creating the
-// merchant's balance row when it has none.
-//
-// It returns the credit row and whether it was already recorded (a repeated
-// grant: nothing changes). The same grantID with another merchant, amount or
-// kind is an error wrapping ErrConflict. The caller holds the merchant lock.
+// Grant credits amount to a merchant once per grantID, in one transaction: a
+// credit row (event_id = grantID) and credited += amount, creating the balance
+// row if needed. It returns the row and whether it was already recorded; the
+// same grantID with other content wraps ErrConflict. The caller holds the lock.
 func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, grantID string) (Row, bool, error) {
 	row := Row{
 		EventID: grantID, MerchantID: merchantID, Kind: KindCredit, Amount: amount,
@@ -26,14 +23,13 @@ func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, gran
 		return Row{}, false, &RefusedError{EventID: grantID, Err: err}
 	}
 	row.CreatedAt = row.OccurredAt
-	// A concurrent insert of the same id (another merchant's event, not under
-	// our lock) makes the INSERT fail; the second attempt then finds the row.
+	// A concurrent insert of the id (not under our lock) fails the first attempt.
 	for attempt := 0; ; attempt++ {
 		var existing *Row
 		r := []Row{row}
 		err := s.inTx(ctx, func(tx *gorm.DB) error {
 			existing = nil
-			if err := s.assignIDs(r, []bool{true}); err != nil {
+			if err := s.assignIDs(r, []int{0}); err != nil {
 				return err
 			}
 			var found []Row

@@ -9,9 +9,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// ExistingEvents returns the ledger rows of those eventIDs that have one, by
-// event_id, in one indexed query (the UNIQUE event_id index). Only id,
-// event_id, merchant_id, kind, amount and balance_after are read.
+// ExistingEvents returns the ledger rows (id, event_id, merchant_id, kind,
+// amount, balance_after) of those eventIDs that have one, in one query.
 func (s *Store) ExistingEvents(ctx context.Context, eventIDs []string) (map[string]Row, error) {
 	out := make(map[string]Row, len(eventIDs))
 	if len(eventIDs) == 0 {

@@ -68,36 +68,28 @@ func New(db *gorm.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
 // time). The reconciler's ledger checkpoints rely on it.
 const MaxTxAge = 10 * time.Second
 
-// freshIDs marks the rows that Commit gives ids (those without one).
-func freshIDs(rows []Row) []bool {
-	fresh := make([]bool, len(rows))
+// freshIDs lists the rows that Commit gives ids (those without one).
+func freshIDs(rows []Row) []int {
+	var fresh []int
 	for i := range rows {
-		fresh[i] = rows[i].ID == 0
+		if rows[i].ID == 0 {
+			fresh = append(fresh, i)
+		}
 	}
 	return fresh
 }
 
-// assignIDs gives every row marked fresh a new id, in one call to the IDSource.
-func (s *Store) assignIDs(rows []Row, fresh []bool) error {
-	n := 0
-	for _, f := range fresh {
-		if f {
-			n++
-		}
-	}
-	if n == 0 {
+// assignIDs gives the rows at fresh new ids, in one call to the IDSource.
+func (s *Store) assignIDs(rows []Row, fresh []int) error {
+	if len(fresh) == 0 {
 		return nil
 	}
-	ids := make([]int64, n)
+	ids := make([]int64, len(fresh))
 	if err := s.ids.NextIDs(ids); err != nil {
 		return fmt.Errorf("ledger: row ids: %w", err)
 	}
-	j := 0
-	for i := range rows {
-		if fresh[i] {
-			rows[i].ID = ids[j]
-			j++
-		}
+	for j, i := range fresh {
+		rows[i].ID = ids[j]
 	}
 	return nil
 }

@@ -1,5 +1,4 @@
-// Package metrics holds what all binaries share about Prometheus: the
-// registry with the runtime collectors and the metric namespace. Each package
+// Package metrics is what all binaries share about Prometheus; each package
 // declares its own metrics next to the code that moves them.
 package metrics
 

@@ -67,9 +67,8 @@ func (e *StatusError) Is(target error) bool {
 	return target == ErrBehind && e.Version < e.Latest
 }
 
-// ReadStatus reads the schema version from golang-migrate's table over an
-// open pool, with one query: no lock, no migrate instance, cheap to poll.
-// A database never migrated (no table, or no row) is at version 0.
+// ReadStatus reads the schema version in one query, cheap to poll; a database
+// never migrated is at version 0.
 func ReadStatus(ctx context.Context, db *sql.DB) (Status, error) {
 	latest, err := latestVersion()
 	if err != nil {

@@ -14,8 +14,7 @@ import (
 // none, and wrote nothing.
 var ErrNotHeld = errors.New("quota: merchant lock not held")
 
-// Client is what Run and Read need of a Redis client (*redis.Client,
-// *redis.ClusterClient).
+// Client is what Run and Read need of a Redis client.
 type Client interface {
 	Pipeline() redis.Pipeliner
 }
