@@ -209,18 +209,16 @@ func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string)
 }
 
 func deletePrefixOn(ctx context.Context, c redis.Cmdable, prefix string) error {
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		return fmt.Errorf("scenario: scan %s*: %w", prefix, err)
-	}
-	for i := 0; i < len(keys); i += 1000 {
-		if err := c.Unlink(ctx, keys[i:min(i+1000, len(keys))]...).Err(); err != nil {
+	for cursor := uint64(0); ; {
+		keys, next, err := c.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err == nil && len(keys) > 0 {
+			err = c.Unlink(ctx, keys...).Err()
+		}
+		if err != nil {
 			return fmt.Errorf("scenario: delete %s*: %w", prefix, err)
 		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
 	}
-	return nil
 }
