@@ -1,7 +1,5 @@
-// Package event is the Kafka contract of payment.succeeded: decoding and validation.
-//
-// Anything that does not decode or validate is a permanent error: it goes to
-// the dead-letter topic at once and is never retried.
+// Package event is the Kafka contract of payment.succeeded: decoding and
+// validation. What fails them is permanent: dead-lettered at once, never retried.
 package event
 
 import (
@@ -30,8 +28,7 @@ const (
 	MaxAmount       = 1_000_000_000_000
 )
 
-// ErrInvalid marks an event that breaks the contract. Use errors.As with
-// *InvalidError for the field and reason.
+// ErrInvalid marks an event that breaks the contract (*InvalidError says how).
 var ErrInvalid = errors.New("event: invalid")
 
 // InvalidError says which field broke the contract and how.

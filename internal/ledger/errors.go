@@ -42,8 +42,7 @@ func (e *GuardError) Error() string {
 // Is makes errors.Is(err, ErrGuard) hold.
 func (e *GuardError) Is(target error) bool { return target == ErrGuard }
 
-// RefusedError is a value the database refused. EventID names the offending
-// row when it can be identified, and is empty otherwise.
+// RefusedError is a value the database refused; EventID names its row if known.
 type RefusedError struct {
 	EventID string
 	Err     error

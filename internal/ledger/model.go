@@ -53,8 +53,7 @@ type Row struct {
 // TableName is the GORM table of Row.
 func (Row) TableName() string { return "quota_ledger" }
 
-// Check reports a value the table would refuse, before anything is written, so
-// the offending event can be named. It mirrors the column definitions.
+// Check reports a value the table would refuse, before anything is written.
 func (r Row) Check() error {
 	switch {
 	case r.EventID == "" || utf8.RuneCountInString(r.EventID) > maxIDChars:
