@@ -22,11 +22,10 @@ import (
 )
 
 // metricSources register the collectors of each package that has metrics.
-// Each gets a registry of its own, so a source that registers the others too
-// (app.RegisterWorkerMetrics) adds no conflict: a new source is one more line.
+// Each gets a registry of its own: a new source is one more line.
 func metricSources() map[string]func(prometheus.Registerer) error {
 	return map[string]func(prometheus.Registerer) error{
-		"app":       app.RegisterWorkerMetrics,
+		"app":       func(r prometheus.Registerer) error { _, err := app.NewMetrics(r); return err },
 		"consumer":  func(r prometheus.Registerer) error { _, err := consumer.NewMetrics(r); return err },
 		"deduct":    func(r prometheus.Registerer) error { _, err := deduct.NewMetrics(r); return err },
 		"idgen":     func(r prometheus.Registerer) error { _, err := idgen.NewMetrics(r); return err },

@@ -33,10 +33,3 @@ func registerAll(reg prometheus.Registerer) (*workerMetrics, error) {
 	m.idgen, errs[5] = idgen.NewMetrics(reg)
 	return &m, errors.Join(errs[:]...)
 }
-
-// RegisterWorkerMetrics registers every metric billing-worker exposes, for
-// checks that dashboards and alerts name only real metrics.
-func RegisterWorkerMetrics(reg prometheus.Registerer) error {
-	_, err := registerAll(reg)
-	return err
-}

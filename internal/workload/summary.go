@@ -39,12 +39,3 @@ func (s *Summary) Add(m Message) {
 		s.Malformed++
 	}
 }
-
-// Summarize tallies msgs.
-func Summarize(msgs []Message) Summary {
-	var s Summary
-	for _, m := range msgs {
-		s.Add(m)
-	}
-	return s
-}
