@@ -2,7 +2,6 @@ package dlq
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -41,9 +40,6 @@ func (b TimeBound) key() string {
 
 // IsZero reports whether the bound is unset.
 func (b TimeBound) IsZero() bool { return b.At.IsZero() }
-
-// validate reports every inconsistency at once.
-func (f Filter) validate() error { return errors.Join(f.problems()...) }
 
 func (f Filter) problems() problems {
 	var errs problems

@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -118,7 +119,7 @@ func TestFilterValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.f.validate(); (err == nil) != tt.ok {
+			if err := errors.Join(tt.f.problems()...); (err == nil) != tt.ok {
 				t.Fatalf("Validate = %v, want ok=%v", err, tt.ok)
 			}
 		})

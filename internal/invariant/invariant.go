@@ -7,7 +7,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -72,12 +73,7 @@ func (r *Report) fail(invariant, format string, args ...any) {
 // String renders the report for a person.
 func (r *Report) String() string {
 	var b strings.Builder
-	keys := make([]string, 0, len(r.Checked))
-	for k := range r.Checked {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(r.Checked)) {
 		fmt.Fprintf(&b, "  %-28s %d\n", k, r.Checked[k])
 	}
 	if r.OK() {
@@ -197,11 +193,7 @@ func checkRedis(ctx context.Context, r *Report, s State, balances map[string]led
 	if s.Redis == nil {
 		return nil
 	}
-	merchants := make([]string, 0, len(balances))
-	for m := range balances {
-		merchants = append(merchants, m)
-	}
-	sort.Strings(merchants)
+	merchants := slices.Sorted(maps.Keys(balances))
 	keys := make([]string, len(merchants))
 	for i, m := range merchants {
 		keys[i] = s.Keys.Quota(m)

@@ -18,18 +18,6 @@ const (
 	Malformed             // breaks the event contract: event.Decode refuses it
 )
 
-func (k Kind) String() string {
-	switch k {
-	case Valid:
-		return "valid"
-	case Duplicate:
-		return "duplicate"
-	case Malformed:
-		return "malformed"
-	}
-	return "kind(" + strconv.Itoa(int(k)) + ")"
-}
-
 // Message is one Kafka message of the stream and the truth about it.
 type Message struct {
 	Seq   int    // position in the stream, from 0
