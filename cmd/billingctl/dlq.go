@@ -36,21 +36,7 @@ command joins a consumer group.
 `
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, dlqUsage)
-		return errUsage
-	}
-	switch args[0] {
-	case "ls":
-		return runDLQList(ctx, args[1:], stdout, stderr)
-	case "replay":
-		return runDLQReplay(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, dlqUsage)
-		return nil
-	}
-	fmt.Fprintf(stderr, "billingctl dlq: unknown command %q\n\n%s", args[0], dlqUsage)
-	return errUsage
+	return dispatch(ctx, "billingctl dlq", dlqUsage, map[string]command{"ls": runDLQList, "replay": runDLQReplay}, args, stdout, stderr)
 }
 
 func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) error {

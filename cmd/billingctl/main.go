@@ -42,22 +42,26 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return dispatch(ctx, "billingctl", usage, map[string]command{"migrate": runMigrate, "quota": runQuota, "dlq": runDLQ}, args, stdout, stderr)
+}
+
+// command is a subcommand, given the arguments after its name.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// dispatch runs the command args[0] names, prints usage for help, and
+// rejects anything else.
+func dispatch(ctx context.Context, name, usage string, cmds map[string]command, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errUsage
 	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "migrate":
-		return runMigrate(ctx, rest, stdout, stderr)
-	case "quota":
-		return runQuota(ctx, rest, stdout, stderr)
-	case "dlq":
-		return runDLQ(ctx, rest, stdout, stderr)
-	case "help", "-h", "--help":
+	if cmd, ok := cmds[args[0]]; ok {
+		return cmd(ctx, args[1:], stdout, stderr)
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	fmt.Fprintf(stderr, "billingctl: unknown command %q\n\n%s", sub, usage)
+	fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", name, args[0], usage)
 	return errUsage
 }

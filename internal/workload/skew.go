@@ -74,21 +74,15 @@ func (s Skew) String() string {
 }
 
 func (s Skew) validate() error {
-	switch s.Kind {
-	case Uniform:
-		return nil
-	case Hot:
-		if s.Param < 0 || s.Param > 1 {
-			return fmt.Errorf("skew %v: hot share must be in [0,1]", s)
-		}
-		return nil
-	case Zipf:
-		if !(s.Param > 1) || s.Param > 100 {
-			return fmt.Errorf("skew %v: zipf exponent must be in (1,100]", s)
-		}
-		return nil
+	switch {
+	case s.Kind == Hot && (s.Param < 0 || s.Param > 1):
+		return fmt.Errorf("skew %v: hot share must be in [0,1]", s)
+	case s.Kind == Zipf && (!(s.Param > 1) || s.Param > 100):
+		return fmt.Errorf("skew %v: zipf exponent must be in (1,100]", s)
+	case s.Kind != Uniform && s.Kind != Hot && s.Kind != Zipf:
+		return fmt.Errorf("skew kind %d unknown", s.Kind)
 	}
-	return fmt.Errorf("skew kind %d unknown", s.Kind)
+	return nil
 }
 
 // picker draws merchant indexes.
