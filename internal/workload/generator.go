@@ -56,12 +56,7 @@ func New(cfg Config) (*Generator, error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	return &Generator{
-		cfg:     cfg,
-		rng:     rng,
-		pick:    newPicker(cfg.Skew, cfg.Merchants, rng),
-		history: make([]Message, 0, duplicateWindow),
-	}, nil
+	return &Generator{cfg: cfg, rng: rng, pick: newPicker(cfg.Skew, cfg.Merchants, rng), history: make([]Message, 0, duplicateWindow)}, nil
 }
 
 // Generate returns the first n messages of cfg's stream.
@@ -114,19 +109,9 @@ func (g *Generator) newEvent() event.PaymentSucceeded {
 		PaymentID:  "pay-" + g.cfg.IDPrefix + n,
 		MerchantID: MerchantID(g.pick()),
 		Amount:     amount,
-		Source:     source(g.rng.IntN(3)),
+		Source:     [...]event.Source{event.SourcePC, event.SourceMiniApp, event.SourceOpenAPI}[g.rng.IntN(3)],
 		OccurredAt: g.cfg.Start.Add(g.cfg.Step * time.Duration(g.seq)).UTC(),
 	}
-}
-
-func source(i int) event.Source {
-	switch i {
-	case 0:
-		return event.SourcePC
-	case 1:
-		return event.SourceMiniApp
-	}
-	return event.SourceOpenAPI
 }
 
 func (g *Generator) remember(m Message) {
