@@ -59,21 +59,16 @@ func (o *Options) Defaults() {
 // Validate reports every bad option at once.
 func (o Options) Validate() error {
 	var errs []error
-	if o.Merchants < 10 {
-		errs = append(errs, fmt.Errorf("--merchants %d: at least 10", o.Merchants))
+	check := func(ok bool, format string, arg any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, arg))
+		}
 	}
-	if o.Events < 100 {
-		errs = append(errs, fmt.Errorf("--events %d: at least 100", o.Events))
-	}
-	if o.Partitions < 1 || o.Partitions > 64 {
-		errs = append(errs, fmt.Errorf("--partitions %d: 1..64", o.Partitions))
-	}
-	if o.Rate < 0 {
-		errs = append(errs, fmt.Errorf("--rate %v: not negative", o.Rate))
-	}
-	if o.Conflicts < 0 || o.Conflicts > o.Events/10 {
-		errs = append(errs, fmt.Errorf("--conflicts %d: 0..events/10", o.Conflicts))
-	}
+	check(o.Merchants >= 10, "--merchants %d: at least 10", o.Merchants)
+	check(o.Events >= 100, "--events %d: at least 100", o.Events)
+	check(o.Partitions >= 1 && o.Partitions <= 64, "--partitions %d: 1..64", o.Partitions)
+	check(!(o.Rate < 0), "--rate %v: not negative", o.Rate)
+	check(o.Conflicts >= 0 && o.Conflicts <= o.Events/10, "--conflicts %d: 0..events/10", o.Conflicts)
 	return errors.Join(errs...)
 }
 
@@ -106,7 +101,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	defer st.Teardown() //nolint:errcheck // best effort at exit
-	r := &run{o: o, st: st, log: log, sum: &Summary{Database: st.DBName, Prefix: st.Prefix, Brokers: st.Brokers, Embedded: st.Cluster != nil, Rate: o.Rate}}
+	r := &run{o: o, st: st, log: log, sum: &Summary{Database: st.DBName, Prefix: st.Prefix, Rate: o.Rate}}
 	if err := r.all(ctx); err != nil {
 		return r.sum, err
 	}

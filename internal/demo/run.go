@@ -67,14 +67,10 @@ func (r *run) all(ctx context.Context) error {
 	return r.check(ctx)
 }
 
-func (r *run) config(workerID int) (config.Config, error) {
-	env := r.st.WorkerEnv(workerID, r.o.RedisAddrs, "127.0.0.1:0", r.o.LogLevel)
-	env["WORKER_COMMIT_INTERVAL"], env["SHUTDOWN_TIMEOUT"] = "200ms", "10s"
-	return config.Load(func(k string) string { return env[k] }, config.NeedKafka, config.NeedWorkerID)
-}
-
 func (r *run) startWorker(ctx context.Context, id int, http bool) (*worker, error) {
-	cfg, err := r.config(id)
+	env := r.st.WorkerEnv(id, r.o.RedisAddrs, "127.0.0.1:0", r.o.LogLevel)
+	env["WORKER_COMMIT_INTERVAL"], env["SHUTDOWN_TIMEOUT"] = "200ms", "10s"
+	cfg, err := config.Load(func(k string) string { return env[k] }, config.NeedKafka, config.NeedWorkerID)
 	if err != nil {
 		return nil, err
 	}

@@ -19,8 +19,6 @@ import (
 // Summary is what the demo did and found.
 type Summary struct {
 	Database, Prefix string
-	Brokers          []string
-	Embedded         bool
 	HTTPAddr         string
 	Rate             float64
 
