@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,9 +39,7 @@ func NewClient(b Broker) (*Client, error) {
 	if len(b.Addrs) == 0 {
 		return nil, ErrNoBrokers
 	}
-	if b.Transport == nil {
-		b.Transport = kafka.DefaultTransport
-	}
+	b.Transport = cmp.Or(b.Transport, kafka.DefaultTransport)
 	return &Client{b: b, pollWait: time.Second, stall: 30 * time.Second}, nil
 }
 

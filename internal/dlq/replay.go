@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -42,12 +43,7 @@ type ReplayOptions struct {
 const sendTimeout = 30 * time.Second
 
 func (o *ReplayOptions) setDefaults() {
-	if o.MaxReplays == 0 {
-		o.MaxReplays = DefaultMaxReplays
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 100
-	}
+	o.MaxReplays, o.BatchSize = cmp.Or(o.MaxReplays, DefaultMaxReplays), cmp.Or(o.BatchSize, 100)
 }
 
 // Errors of a replay's setup.
@@ -76,11 +72,7 @@ func (o ReplayOptions) Validate() error {
 // and the target. Limit, rate, batch size and max replays pace or guard a run;
 // they do not change what the selection is.
 func (o ReplayOptions) Selection() string {
-	to := o.ToTopic
-	if to == "" {
-		to = "original"
-	}
-	return o.DLQTopic + " [" + o.Filter.key() + "] -> " + to
+	return o.DLQTopic + " [" + o.Filter.key() + "] -> " + cmp.Or(o.ToTopic, "original")
 }
 
 // Action is what a replay did with one DLQ record.
