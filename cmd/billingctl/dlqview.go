@@ -30,12 +30,10 @@ type entryView struct {
 func viewEntry(e dlq.Entry) entryView {
 	v := entryView{Entry: e}
 	if e.Key != nil {
-		k := string(e.Key)
-		v.Key = &k
+		v.Key = new(string(e.Key))
 	}
 	if utf8.Valid(e.Value) {
-		s := string(e.Value)
-		v.Value = &s
+		v.Value = new(string(e.Value))
 	} else {
 		v.ValueBase64 = e.Value
 	}

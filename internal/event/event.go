@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -103,19 +104,9 @@ func (e PaymentSucceeded) Encode() []byte {
 // ValidID reports whether s is a well-formed event or merchant id: 1..64
 // characters of [A-Za-z0-9_.:-]. Braces are excluded because ids become Redis hash tags.
 func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > MaxIDLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '_', c == '.', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
+	return len(s) > 0 && len(s) <= MaxIDLen && !strings.ContainsFunc(s, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_.:-", c))
+	})
 }
 
 func requireID(errs []error, field string, v *string) (string, []error) {
@@ -134,11 +125,8 @@ func requirePaymentID(errs []error, v *string) (string, []error) {
 		return "", append(errs, &InvalidError{Field: "payment_id", Reason: "missing"})
 	case len(*v) == 0 || len(*v) > MaxPaymentIDLen:
 		return "", append(errs, &InvalidError{Field: "payment_id", Reason: "must be 1..128 bytes"})
-	}
-	for _, r := range *v {
-		if r < 0x20 || r == 0x7f {
-			return "", append(errs, &InvalidError{Field: "payment_id", Reason: "contains a control character"})
-		}
+	case strings.ContainsFunc(*v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return "", append(errs, &InvalidError{Field: "payment_id", Reason: "contains a control character"})
 	}
 	return *v, errs
 }
