@@ -99,13 +99,11 @@ const chunk = 1000
 // about this long past its due time.
 const minTick = time.Millisecond
 
-// dueBy is how many messages of the schedule are due at now.
+// dueBy is how many messages of the schedule are due at now (step > 0, as
+// Config.Validate after defaults ensures).
 func dueBy(start time.Time, step time.Duration, now time.Time) int {
 	if now.Before(start) {
 		return 0
-	}
-	if step <= 0 {
-		return int(^uint(0) >> 1)
 	}
 	return int(now.Sub(start)/step) + 1
 }
