@@ -63,26 +63,21 @@ func (c *Config) setDefaults() {
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Merchants < 1 || c.Merchants > 1_000_000 {
-		errs = append(errs, fmt.Errorf("merchants %d outside 1..1000000", c.Merchants))
+	add := func(bad bool, format string, args ...any) {
+		if bad {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
 	}
-	if err := c.Skew.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.MinAmount < 1 || c.MaxAmount < c.MinAmount || c.MaxAmount > event.MaxAmount {
-		errs = append(errs, fmt.Errorf("amounts %d..%d: need 1 <= min <= max <= 10^12", c.MinAmount, c.MaxAmount))
-	}
-	if !share(c.Duplicates) || !share(c.Malformed) || c.Duplicates+c.Malformed > 1 {
-		errs = append(errs, fmt.Errorf("duplicates %v and malformed %v must be in [0,1] with a sum at most 1", c.Duplicates, c.Malformed))
-	}
-	if len(c.IDPrefix) > maxIDPrefixLen || (c.IDPrefix != "" && !event.ValidID(c.IDPrefix)) {
-		errs = append(errs, fmt.Errorf("id prefix %q must be at most %d characters of [A-Za-z0-9_.:-]", c.IDPrefix, maxIDPrefixLen))
-	}
-	if c.Step < 0 {
-		errs = append(errs, fmt.Errorf("step %v is negative", c.Step))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("workload: %w", errors.Join(errs...))
+	add(c.Merchants < 1 || c.Merchants > 1_000_000, "merchants %d outside 1..1000000", c.Merchants)
+	errs = append(errs, c.Skew.validate())
+	add(c.MinAmount < 1 || c.MaxAmount < c.MinAmount || c.MaxAmount > event.MaxAmount, "amounts %d..%d: need 1 <= min <= max <= 10^12", c.MinAmount, c.MaxAmount)
+	add(!share(c.Duplicates) || !share(c.Malformed) || c.Duplicates+c.Malformed > 1,
+		"duplicates %v and malformed %v must be in [0,1] with a sum at most 1", c.Duplicates, c.Malformed)
+	add(len(c.IDPrefix) > maxIDPrefixLen || (c.IDPrefix != "" && !event.ValidID(c.IDPrefix)),
+		"id prefix %q must be at most %d characters of [A-Za-z0-9_.:-]", c.IDPrefix, maxIDPrefixLen)
+	add(c.Step < 0, "step %v is negative", c.Step)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("workload: %w", err)
 	}
 	return nil
 }
