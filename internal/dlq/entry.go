@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
@@ -37,11 +38,7 @@ func inspect(m kafka.Message) Entry {
 		e.EventID, e.Merchant = ev.EventID, ev.MerchantID
 		return e
 	}
-	e.EventID = looseEventID(rec.Value)
-	e.Merchant = UnknownMerchant
-	if len(rec.Key) > 0 {
-		e.Merchant = string(rec.Key)
-	}
+	e.EventID, e.Merchant = looseEventID(rec.Value), cmp.Or(string(rec.Key), UnknownMerchant)
 	return e
 }
 
@@ -58,13 +55,10 @@ func identity(r Record, err error) string {
 // operator can still select a malformed record by its event id.
 func looseEventID(value []byte) string {
 	var w struct {
-		EventID any `json:"event_id"`
+		EventID string `json:"event_id"` // not a string: an error, so ""
 	}
-	if json.Unmarshal(value, &w) != nil {
+	if json.Unmarshal(value, &w) != nil || !event.ValidID(w.EventID) {
 		return ""
 	}
-	if s, ok := w.EventID.(string); ok && event.ValidID(s) {
-		return s
-	}
-	return ""
+	return w.EventID
 }
