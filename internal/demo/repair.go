@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,14 +54,16 @@ func (r *run) corrupt(ctx context.Context) error {
 			return rdb.HIncrBy(ctx, k, quota.FieldRemain, -5).Err()
 		}},
 	}
+	var names []string
 	for i, c := range plan {
 		m := merchants[i*len(merchants)/len(plan)]
 		if err := c.do(keys.Quota(m)); err != nil {
 			return fmt.Errorf("demo: corrupt %s: %w", m, err)
 		}
 		r.sum.Corrupted = append(r.sum.Corrupted, corruption{merchant: m, kind: c.kind})
+		names = append(names, m+" "+string(c.kind))
 	}
-	r.say("corrupted %d Redis balances by hand: %s", len(plan), r.sum.corruptedList())
+	r.say("corrupted %d Redis balances by hand: %s", len(plan), strings.Join(names, ", "))
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/quotaflow/billing/internal/dlq"
@@ -36,14 +35,6 @@ type Summary struct {
 	Reconcile  *reconcile.Report
 	Recheck    *reconcile.Report
 	Invariants *invariant.Report
-}
-
-func (s *Summary) corruptedList() string {
-	var parts []string
-	for _, c := range s.Corrupted {
-		parts = append(parts, c.merchant+" "+string(c.kind))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // Throughput is messages per second from the first produce to the last commit.
