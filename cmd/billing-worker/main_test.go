@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
+	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -39,18 +42,27 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// start runs the real binary against the test's own services and waits until /readyz says ready.
-func start(t *testing.T) (*exec.Cmd, *syncBuffer, chan error) {
+// stack is the services a started worker runs against.
+type stack struct {
+	kafka *testenv.Kafka
+	redis *testenv.Redis
+	topic string
+	port  int
+}
+
+// start runs the real binary against the test's own services, env overriding
+// the defaults, and waits until /readyz says ready.
+func start(t *testing.T, env ...string) (*exec.Cmd, *syncBuffer, chan error, stack) {
 	t.Helper()
-	k := testenv.NewKafka(t)
-	r := testenv.NewRedis(t)
+	s := stack{kafka: testenv.NewKafka(t), redis: testenv.NewRedis(t), port: testenv.FreePort(t)}
+	s.topic = s.kafka.Topic(t, 2)
 	db := testenv.NewMySQL(t)
-	port := testenv.FreePort(t)
 	cmd := exec.Command(binary)
 	cmd.Env = append(os.Environ(),
-		"KAFKA_BROKERS="+strings.Join(k.Brokers, ","), "KAFKA_TOPIC="+k.Topic(t, 2), "KAFKA_DLQ_TOPIC="+k.Topic(t, 1),
-		"KAFKA_GROUP=g-"+testenv.UniqueName(t, "g"), "REDIS_ADDR="+r.Addr, "REDIS_KEY_PREFIX="+r.Keys.Prefix(),
-		"MYSQL_DSN="+db.DSN, "IDGEN_WORKER_ID=7", fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), "SHUTDOWN_TIMEOUT=5s")
+		"KAFKA_BROKERS="+strings.Join(s.kafka.Brokers, ","), "KAFKA_TOPIC="+s.topic, "KAFKA_DLQ_TOPIC="+s.kafka.Topic(t, 1),
+		"KAFKA_GROUP=g-"+testenv.UniqueName(t, "g"), "REDIS_ADDR="+s.redis.Addr, "REDIS_KEY_PREFIX="+s.redis.Keys.Prefix(),
+		"MYSQL_DSN="+db.DSN, "IDGEN_WORKER_ID=7", fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", s.port), "SHUTDOWN_TIMEOUT=5s")
+	cmd.Env = append(cmd.Env, env...) // the last value of a variable wins
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -61,11 +73,11 @@ func start(t *testing.T) (*exec.Cmd, *syncBuffer, chan error) {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", s.port))
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return cmd, out, exit
+				return cmd, out, exit, s
 			}
 		}
 		if time.Now().After(deadline) {
@@ -81,7 +93,7 @@ func start(t *testing.T) (*exec.Cmd, *syncBuffer, chan error) {
 
 // SIGTERM: the worker drains, commits, leaves the group and exits 0 within its bound.
 func TestSIGTERMExitsCleanly(t *testing.T) {
-	cmd, out, exit := start(t)
+	cmd, out, exit, _ := start(t)
 	began := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -100,21 +112,70 @@ func TestSIGTERMExitsCleanly(t *testing.T) {
 	}
 }
 
-// A second signal while draining exits at once, non-zero.
+// A second signal while draining exits at once with 130 (main's forced exit).
+// The worker is busy when the signals come: its batch waits on a merchant lock
+// the test holds, so the first SIGTERM alone drains for 60% of SHUTDOWN_TIMEOUT
+// (72s of 2m) before abandoning the batch. The bounds are apart by that much:
+// still running 3s after the first signal, gone within 10s of the second.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
-	cmd, out, exit := start(t)
+	cmd, out, exit, s := start(t, "SHUTDOWN_TIMEOUT=2m", "WORKER_COMMIT_INTERVAL=100ms")
+	ctx := context.Background()
+	const merchant = "m-held"
+	if err := s.redis.Client.Set(ctx, s.redis.Keys.Lock(merchant), "held-by-the-test", 10*time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(s.kafka.Brokers...), Topic: s.topic, Balancer: &kafka.Hash{}}
+	defer w.Close()
+	e := event.PaymentSucceeded{EventID: "e-held", PaymentID: "p-held", MerchantID: merchant, Amount: 1,
+		Source: event.SourcePC, OccurredAt: time.Now().UTC()}
+	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(merchant), Value: e.Encode()}); err != nil {
+		t.Fatal(err)
+	}
+	waitBusy(t, s.port, out)
+
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-exit:
+		t.Fatalf("exited (%v) on the first signal with its batch held: it did not drain\n%s", err, out.String())
+	case <-time.After(3 * time.Second):
+	}
+	began := time.Now()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-exit:
 		var ee *exec.ExitError
-		if err == nil || !errors.As(err, &ee) {
-			// The drain may already have finished: a clean exit is acceptable too.
-			t.Logf("exit: %v", err)
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Fatalf("exit %v after the second signal, want exit status 130\n%s", err, out.String())
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("second signal did not exit at once\n%s", out.String())
+		t.Logf("exited 130 %s after the second signal", time.Since(began).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatalf("second signal did not exit within 10s (the drain would last 72s)\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "second signal: exiting without draining") {
+		t.Errorf("no forced-exit log line:\n%s", out.String())
+	}
+}
+
+// waitBusy waits until the worker's /metrics shows a message fetched and not
+// released (billing_inflight above 0): a handler is holding it.
+func waitBusy(t *testing.T, port int, out *syncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, line := range strings.Split(string(body), "\n") {
+				if strings.HasPrefix(line, "billing_inflight{") && !strings.HasSuffix(line, " 0") {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker never held the event (billing_inflight stayed 0)\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
