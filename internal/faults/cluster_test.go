@@ -92,7 +92,7 @@ func TestRedisCluster(t *testing.T) {
 	g.rdb.HSet(ctx, g.keys.Quota(drifted[3]), "p:ghost-event", quota.FormatPending(3, time.Now().Add(-time.Hour)))
 	t.Logf("drift injected on %v", drifted)
 
-	_, rec := g.settle(ctx, newTruth(tr).produced)
+	_, rec := g.settle(ctx, newTruth(tr).produced, drifted...)
 	kinds := map[reconcile.Kind]bool{}
 	for _, f := range rec.Findings {
 		kinds[f.Kind] = true

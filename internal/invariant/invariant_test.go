@@ -65,6 +65,9 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			s.DLQ = append(s.DLQ, s.DLQ[0])
 			p.Invalid = 2
 		}, "1 distinct messages dead-lettered, 2 invalid produced", DLQ},
+		{"valid event dead-lettered in place of a poison one", func(_ *Produced, s *State) {
+			s.DLQ = []dlq.Record{{OriginalTopic: "t", OriginalPartition: 1, OriginalOffset: 4, Key: []byte("m-1"), Value: ev("e-1", "m-1", 3).Encode()}}
+		}, "valid event e-1 (merchant m-1, amount 3) dead-lettered from t/1@4", DLQ},
 		{"negative remain", func(_ *Produced, s *State) {
 			s.RedisSettled = false
 			rdb.Client.HSet(ctx, rdb.Keys.Quota("m-3"), "remain", -1)
@@ -94,6 +97,14 @@ func TestCheckFindsEachViolation(t *testing.T) {
 	// Redis drift, a leftover pending entry, and a balance row that disagrees with the ledger.
 	rdb.Client.HSet(ctx, rdb.Keys.Quota("m-2"), quota.FieldRemain, 6, quota.PendingField("e-9"), quota.FormatPending(1, time.Now()))
 	exec("UPDATE merchant_balance SET credited = 11 WHERE merchant_id = 'm-1'")
+	drifted := state
+	drifted.Drifted = []string{"m-2"} // declared: its drift is not reported, the others' still are
+	if r, err = Check(ctx, good, drifted); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.String(), "m-2 redis") || !strings.Contains(r.String(), "m-1 redis remain 7") {
+		t.Errorf("with m-2 declared drifted, want m-1's drift only:\n%s", r)
+	}
 	r, err = Check(ctx, good, state)
 	if err != nil {
 		t.Fatal(err)
