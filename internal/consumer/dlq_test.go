@@ -204,16 +204,6 @@ func TestDeadLetterPublishMustSucceedFirst(t *testing.T) {
 	waitFor(t, 5*time.Second, "the idle consumer ready", func() bool { return idle.c.Ready(context.Background()) == nil })
 }
 
-// faultHooks returns the in-process broker, or skips loudly: only it takes
-// injected faults.
-func faultHooks(t *testing.T, c *cluster) *kfake.Cluster {
-	t.Helper()
-	if c.k.Cluster == nil {
-		t.Skip("INTEGRATION TEST NOT RUN: broker fault injection needs the in-process kfake broker; KAFKA_BROKERS is set")
-	}
-	return c.k.Cluster
-}
-
 // withPoison inserts n undecodable messages into msgs, spread over keys and
 // so partitions, and returns their values.
 func withPoison(msgs []kafka.Message, n int) ([]kafka.Message, []string) {
@@ -287,7 +277,7 @@ func (c *cluster) checkDeadLettered(t *testing.T, topic, dlqTopic string, poison
 // each poison message again: two copies of each, one by provenance.
 func TestDeadLetterAgainAfterCrash(t *testing.T) {
 	c := newCluster(t)
-	kf := faultHooks(t, c)
+	kf := c.k.FaultHooks(t)
 	const parts, dlqParts, n = 3, 2, 600
 	topic, dlqTopic := c.k.Topic(t, parts), c.k.Topic(t, dlqParts)
 	valid, _ := events(n, 20)
@@ -383,7 +373,7 @@ func TestDeadLetterFailedWrites(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCluster(t)
-			kf := faultHooks(t, c)
+			kf := c.k.FaultHooks(t)
 			const parts, n = 2, 100
 			topic, dlqTopic := c.k.Topic(t, parts), c.k.Topic(t, 1)
 			valid, _ := events(n, 10)

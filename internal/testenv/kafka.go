@@ -42,6 +42,17 @@ func NewKafka(t testing.TB, opts ...kfake.Opt) *Kafka {
 	return &Kafka{Brokers: c.ListenAddrs(), Cluster: c}
 }
 
+// FaultHooks returns the in-process broker, the only one that takes injected
+// faults. With KAFKA_BROKERS set there is none: the test is skipped, or fails
+// when RequireEnv=1.
+func (k *Kafka) FaultHooks(t testing.TB) *kfake.Cluster {
+	t.Helper()
+	if k.Cluster == nil {
+		notRun(t, "broker fault injection needs the in-process kfake broker; KAFKA_BROKERS is set")
+	}
+	return k.Cluster
+}
+
 // Topic creates a topic of its own for t and deletes it when the test ends.
 func (k *Kafka) Topic(t testing.TB, partitions int) string {
 	t.Helper()

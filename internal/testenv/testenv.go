@@ -26,7 +26,14 @@ const RequireEnv = "BILLING_REQUIRE_INTEGRATION"
 // unavailable skips or fails the test, loudly, because a service is missing.
 func unavailable(t testing.TB, service string, err error) {
 	t.Helper()
-	msg := "INTEGRATION TEST NOT RUN: " + service + " unreachable: " + err.Error()
+	notRun(t, service+" unreachable: "+err.Error())
+}
+
+// notRun skips the test, loudly, because a prerequisite is missing, or fails it
+// when RequireEnv=1.
+func notRun(t testing.TB, reason string) {
+	t.Helper()
+	msg := "INTEGRATION TEST NOT RUN: " + reason
 	if os.Getenv(RequireEnv) == "1" {
 		t.Fatalf("%s (%s=1)", msg, RequireEnv)
 	}

@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -118,3 +119,33 @@ func TestProxyPauseHoldsBytes(t *testing.T) {
 	}
 	goleak.VerifyNone(t, before)
 }
+
+// A test that needs the in-process broker's fault hooks, run against an
+// external cluster, skips, and fails when integration is required (as in CI).
+func TestFaultHooksWithoutInProcessBroker(t *testing.T) {
+	external := &testenv.Kafka{Brokers: []string{"kafka:9092"}}
+	for _, require := range []string{"", "1"} {
+		t.Setenv(testenv.RequireEnv, require)
+		r := &recorder{TB: t}
+		if external.FaultHooks(r) != nil {
+			t.Fatal("an external cluster has fault hooks")
+		}
+		const reason = "INTEGRATION TEST NOT RUN: broker fault injection needs the in-process kfake broker; KAFKA_BROKERS is set"
+		switch {
+		case require == "" && (r.failed != "" || r.skipped != reason):
+			t.Errorf("%s unset: failed %q, skipped %q; want a skip only", testenv.RequireEnv, r.failed, r.skipped)
+		case require == "1" && r.failed != reason+" ("+testenv.RequireEnv+"=1)":
+			t.Errorf("%s=1: failed %q; want the reason", testenv.RequireEnv, r.failed)
+		}
+	}
+}
+
+// recorder notes a helper's Skip and Fatalf instead of ending the test.
+type recorder struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (r *recorder) Helper()                      {}
+func (r *recorder) Skip(args ...any)             { r.skipped = fmt.Sprint(args...) }
+func (r *recorder) Fatalf(f string, args ...any) { r.failed = fmt.Sprintf(f, args...) }
