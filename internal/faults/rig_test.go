@@ -119,14 +119,12 @@ func shortenSessions(c *kfake.Cluster, d time.Duration) {
 	})
 }
 
-// requireFaultHooks skips, loudly, a scenario that injects broker faults when
-// KAFKA_BROKERS names an external broker: only the in-process one has hooks.
+// requireFaultHooks skips (fails under BILLING_REQUIRE_INTEGRATION=1) a scenario
+// that injects broker faults when KAFKA_BROKERS names an external broker: only
+// the in-process one has hooks.
 func (g *rig) requireFaultHooks() *kfake.Cluster {
 	g.t.Helper()
-	if g.kafka.Cluster == nil {
-		g.t.Skip("INTEGRATION TEST NOT RUN: broker fault injection needs the in-process kfake broker; KAFKA_BROKERS is set")
-	}
-	return g.kafka.Cluster
+	return g.kafka.FaultHooks(g.t)
 }
 
 // workerEnv is the environment of worker id, with overrides.
