@@ -2,9 +2,11 @@
 // runs workers (real billing-worker processes built from cmd/billing-worker,
 // or app.NewWorker in the test process) on services of the test's own, breaks
 // something at seeded random moments, and then proves with the invariant
-// checker, after one reconciler pass, that no event was lost, none applied
-// twice, no merchant overdrawn and every poison message dead-lettered (once
-// by provenance; copies allowed).
+// checker that no event was lost, none applied twice, no merchant overdrawn,
+// every poison message dead-lettered (once by provenance; copies allowed) and
+// no valid one, and Redis equal to MySQL: first before any repair (only
+// merchants a scenario corrupted by hand exempt), then after one reconciler
+// pass.
 //
 // The faults: worker processes killed with SIGKILL and restarted, or stopped
 // with SIGSTOP past the lock TTL; Redis restarted with its data lost, or down
