@@ -68,7 +68,9 @@ func (k *Kafka) TopicWith(t testing.TB, partitions int, configs map[string]strin
 	}
 	if k.Cluster == nil {
 		t.Cleanup(func() {
-			_, _ = k.client(nil).DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{name}})
+			tr := &kafka.Transport{}
+			defer tr.CloseIdleConnections()
+			_, _ = k.client(tr).DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{name}})
 		})
 	}
 	return name
@@ -87,7 +89,12 @@ func (k *Kafka) createTopic(name string, partitions int, configs map[string]stri
 	for n, v := range configs {
 		tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: n, ConfigValue: v})
 	}
-	resp, err := k.client(nil).CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
+	// A transport of the call's own, closed after it: a nil *Transport in the
+	// client would panic, and the shared default one leaves pooled connections
+	// that goleak reports.
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := k.client(tr).CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
 	if err == nil {
 		err = resp.Errors[name]
 	}
