@@ -55,9 +55,7 @@ func TestKafkaSASL(t *testing.T) {
 	} {
 		t.Run(mech.ours, func(t *testing.T) {
 			k := testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser(mech.kfake, "billing", "s3cret"))
-			if k.Cluster == nil {
-				t.Skip("SASL test needs the in-process broker (KAFKA_BROKERS is set)")
-			}
+			k.InProcess(t, "a SASL broker")
 			topic := k.Topic(t, 1)
 			good, err := KafkaClients(config.Kafka{SASL: config.SASL{Mechanism: mech.ours, Username: "billing", Password: "s3cret"}}, "test")
 			if err != nil {
@@ -82,9 +80,7 @@ func TestKafkaTLS(t *testing.T) {
 	dir := t.TempDir()
 	serverTLS, caFile := selfSigned(t, dir)
 	k := testenv.NewKafka(t, kfake.TLS(serverTLS))
-	if k.Cluster == nil {
-		t.Skip("TLS test needs the in-process broker (KAFKA_BROKERS is set)")
-	}
+	k.InProcess(t, "a TLS broker")
 	topic := k.Topic(t, 1)
 	kc, err := KafkaClients(config.Kafka{TLS: config.TLS{Enabled: true, CAFile: caFile, ServerName: "localhost"}}, "test")
 	if err != nil {

@@ -43,12 +43,19 @@ func NewKafka(t testing.TB, opts ...kfake.Opt) *Kafka {
 }
 
 // FaultHooks returns the in-process broker, the only one that takes injected
-// faults. With KAFKA_BROKERS set there is none: the test is skipped, or fails
-// when RequireEnv=1.
+// faults (see InProcess).
 func (k *Kafka) FaultHooks(t testing.TB) *kfake.Cluster {
 	t.Helper()
+	return k.InProcess(t, "broker fault injection")
+}
+
+// InProcess returns the in-process broker, which the test needs for what. With
+// KAFKA_BROKERS set there is none: the test is skipped, or fails under
+// BILLING_REQUIRE_INTEGRATION=1.
+func (k *Kafka) InProcess(t testing.TB, what string) *kfake.Cluster {
+	t.Helper()
 	if k.Cluster == nil {
-		notRun(t, "broker fault injection needs the in-process kfake broker; KAFKA_BROKERS is set")
+		notRun(t, what+" needs the in-process kfake broker; KAFKA_BROKERS is set")
 	}
 	return k.Cluster
 }
