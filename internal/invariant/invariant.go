@@ -31,6 +31,17 @@ type Produced struct {
 	Invalid int
 }
 
+// firsts maps each valid event_id to its first event, the one the ledger must hold.
+func (p Produced) firsts() map[string]event.PaymentSucceeded {
+	first := map[string]event.PaymentSucceeded{}
+	for _, e := range p.Valid {
+		if _, seen := first[e.EventID]; !seen {
+			first[e.EventID] = e
+		}
+	}
+	return first
+}
+
 // State is where the checker reads the outcome.
 type State struct {
 	DB    *gorm.DB
@@ -131,12 +142,7 @@ func load[T any](ctx context.Context, db *gorm.DB, query string, key func(T) str
 // checkEvents: each valid unique event has exactly one ledger row that matches
 // it, and no debit or rejection exists without its event.
 func checkEvents(r *Report, p Produced, rows map[string]ledger.Row) {
-	first := map[string]event.PaymentSucceeded{}
-	for _, e := range p.Valid {
-		if _, seen := first[e.EventID]; !seen {
-			first[e.EventID] = e
-		}
-	}
+	first := p.firsts()
 	r.Checked["valid unique events"] = len(first)
 	for id, e := range first {
 		row, ok := rows[id]
@@ -242,16 +248,11 @@ func checkRedis(ctx context.Context, r *Report, s State, balances map[string]led
 // checkDLQ: every invalid message is dead-lettered, and distinct by
 // provenance (original topic, partition, offset) exactly once: records of one
 // provenance are copies of one dead-lettering (at least once), with one
-// payload. Nothing else is dead-lettered: a record that decodes to a valid
-// event is named, so a valid event dead-lettered in place of a missing
+// payload. Nothing else is dead-lettered: each record is judged by what it
+// is (judgeDeadLetter), so a valid event dead-lettered in place of a missing
 // invalid one does not pass as the right count.
 func checkDLQ(r *Report, p Produced, s State) {
-	valid := map[string]event.PaymentSucceeded{}
-	for _, e := range p.Valid {
-		if _, ok := valid[e.EventID]; !ok {
-			valid[e.EventID] = e
-		}
-	}
+	valid := p.firsts()
 	type origin struct {
 		topic     string
 		partition int
@@ -263,12 +264,7 @@ func checkDLQ(r *Report, p Produced, s State) {
 		f, ok := first[o]
 		if !ok {
 			first[o] = rec
-			if e, err := event.Decode(rec.Key, rec.Value); err == nil {
-				if v, ok := valid[e.EventID]; ok && v.MerchantID == e.MerchantID && v.Amount == e.Amount {
-					r.fail(DLQ, "valid event %s (merchant %s, amount %d) dead-lettered from %s/%d@%d",
-						e.EventID, e.MerchantID, e.Amount, o.topic, o.partition, o.offset)
-				}
-			}
+			judgeDeadLetter(r, valid, rec)
 			continue
 		}
 		if !bytes.Equal(f.Key, rec.Key) || !bytes.Equal(f.Value, rec.Value) {
@@ -279,5 +275,22 @@ func checkDLQ(r *Report, p Produced, s State) {
 	r.Checked["dlq copies"] = len(s.DLQ) - len(first)
 	if len(first) != p.Invalid {
 		r.fail(DLQ, "%d distinct messages dead-lettered, %d invalid produced", len(first), p.Invalid)
+	}
+}
+
+// judgeDeadLetter checks what one dead-lettering is, not just that it counts:
+// a record that decodes must be a conflict (an event_id produced valid with
+// another merchant or amount); one that does not decode is poison.
+func judgeDeadLetter(r *Report, valid map[string]event.PaymentSucceeded, rec dlq.Record) {
+	e, err := event.Decode(rec.Key, rec.Value)
+	if err != nil {
+		return
+	}
+	where := fmt.Sprintf("%s/%d@%d", rec.OriginalTopic, rec.OriginalPartition, rec.OriginalOffset)
+	switch v, ok := valid[e.EventID]; {
+	case !ok:
+		r.fail(DLQ, "event %s dead-lettered from %s conflicts with no produced event", e.EventID, where)
+	case v.MerchantID == e.MerchantID && v.Amount == e.Amount:
+		r.fail(DLQ, "valid event %s (merchant %s, amount %d) dead-lettered from %s", e.EventID, e.MerchantID, e.Amount, where)
 	}
 }

@@ -68,6 +68,9 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{"valid event dead-lettered in place of a poison one", func(_ *Produced, s *State) {
 			s.DLQ = []dlq.Record{{OriginalTopic: "t", OriginalPartition: 1, OriginalOffset: 4, Key: []byte("m-1"), Value: ev("e-1", "m-1", 3).Encode()}}
 		}, "valid event e-1 (merchant m-1, amount 3) dead-lettered from t/1@4", DLQ},
+		{"unknown event dead-lettered in place of a poison one", func(_ *Produced, s *State) {
+			s.DLQ = []dlq.Record{{OriginalTopic: "t", OriginalPartition: 1, OriginalOffset: 5, Key: []byte("m-1"), Value: ev("e-7", "m-1", 3).Encode()}}
+		}, "event e-7 dead-lettered from t/1@5 conflicts with no produced event", DLQ},
 		{"negative remain", func(_ *Produced, s *State) {
 			s.RedisSettled = false
 			rdb.Client.HSet(ctx, rdb.Keys.Quota("m-3"), "remain", -1)
