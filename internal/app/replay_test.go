@@ -384,7 +384,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	// dead-lettered position once: the first pass's records (exhausted ones
 	// included: they stay in the DLQ) plus each re-failed replay at its new offset.
 	final := g.dlqRecords(ctx)
-	rep := g.check(ctx, w.Worker, invariant.Produced{Valid: tr.valid, Invalid: len(recs) + refailed}, final)
+	rep := g.check(ctx, w.Worker, invariant.Produced{Valid: tr.valid, Invalid: len(recs) + refailed, Exhausting: true}, final)
 	t.Logf("\n%s", rep)
 	if !rep.OK() {
 		t.Fatal("invariants broken after the replays")

@@ -46,6 +46,22 @@ func TestCheckFindsEachViolation(t *testing.T) {
 	if !r.OK() {
 		t.Fatalf("clean state reported broken:\n%s", r)
 	}
+	// A run that makes valid messages fail alone on purpose may find them
+	// dead-lettered as exhausted; any other class of a valid event still fails.
+	exhausted := dlq.Record{OriginalTopic: "t", OriginalPartition: 1, OriginalOffset: 4, Key: []byte("m-1"),
+		Value: ev("e-1", "m-1", 3).Encode(), Class: dlq.ClassExhausted}
+	exhausting := good
+	exhausting.Exhausting = true
+	withExhausted := state
+	withExhausted.DLQ = []dlq.Record{exhausted}
+	if r, err := Check(ctx, exhausting, withExhausted); err != nil || !r.OK() {
+		t.Fatalf("an exhausted valid event in a run that exhausts on purpose: %v\n%s", err, r)
+	}
+	exhausted.Class = dlq.ClassInvalid
+	withExhausted.DLQ = []dlq.Record{exhausted}
+	if r, err := Check(ctx, exhausting, withExhausted); err != nil || r.OK() {
+		t.Fatalf("a valid event dead-lettered as invalid passed: %v\n%s", err, r)
+	}
 	tests := []struct {
 		name   string
 		mutate func(p *Produced, s *State)
