@@ -113,7 +113,7 @@ func writeView(w io.Writer, v deduct.View) error {
 	for _, p := range v.Pending {
 		state := "not in the ledger"
 		if p.InLedger {
-			state = "in the ledger, confirm pending"
+			state = "in the ledger, settle pending"
 		}
 		fmt.Fprintf(tw, "  %s\t%d\t%s old, %s\n", p.EventID, p.Amount, p.Age.Round(time.Millisecond), state)
 	}

@@ -13,7 +13,7 @@ import (
 type Pending struct {
 	quota.Pending
 	Age      time.Duration // since At
-	InLedger bool          // the event already has a ledger row (confirm pending)
+	InLedger bool          // the event already has a ledger row (its settle has not run)
 }
 
 // View is what Redis and MySQL say about one merchant.
