@@ -28,21 +28,27 @@ type Config struct {
 	MySQL    MySQL
 	HTTPAddr string
 	LogLevel string
-	LockTTL  time.Duration
-	IDGen    IDGen
-	Worker   Worker
+	// LogFormat is json, console, or auto (console on a terminal, else json).
+	LogFormat string
+	// LogSampling thins repeated debug and info lines; warnings and errors
+	// (dead letters, stale caches, repairs) are never dropped.
+	LogSampling bool
+	LockTTL     time.Duration
+	IDGen       IDGen
+	Worker      Worker
 }
 
 // Default values of the environment contract.
 const (
-	DefaultTopic    = "payment.succeeded"
-	DefaultGroup    = "billing-worker"
-	DefaultDLQTopic = "payment.succeeded.dlq"
-	DefaultRedis    = "127.0.0.1:6379"
-	DefaultMySQLDSN = "root@tcp(127.0.0.1:3306)/billing?parseTime=true"
-	DefaultHTTPAddr = ":9100"
-	DefaultLockTTL  = 30 * time.Second
-	DefaultLogLevel = "info"
+	DefaultTopic     = "payment.succeeded"
+	DefaultGroup     = "billing-worker"
+	DefaultDLQTopic  = "payment.succeeded.dlq"
+	DefaultRedis     = "127.0.0.1:6379"
+	DefaultMySQLDSN  = "root@tcp(127.0.0.1:3306)/billing?parseTime=true"
+	DefaultHTTPAddr  = ":9100"
+	DefaultLockTTL   = 30 * time.Second
+	DefaultLogLevel  = "info"
+	DefaultLogFormat = "auto"
 )
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).
@@ -57,13 +63,15 @@ func Load(getenv func(string) string, needs ...Need) (Config, error) {
 
 func (p *parser) config(needs []Need) Config {
 	cfg := Config{
-		Kafka:    p.kafka(),
-		Redis:    p.redis(),
-		MySQL:    p.mysql(),
-		HTTPAddr: p.addr("HTTP_ADDR", DefaultHTTPAddr),
-		LogLevel: p.oneOf("LOG_LEVEL", DefaultLogLevel, "debug", "info", "warn", "error"),
-		LockTTL:  p.duration("LOCK_TTL", DefaultLockTTL, 100*time.Millisecond, 10*time.Minute),
-		Worker:   p.worker(),
+		Kafka:       p.kafka(),
+		Redis:       p.redis(),
+		MySQL:       p.mysql(),
+		HTTPAddr:    p.addr("HTTP_ADDR", DefaultHTTPAddr),
+		LogLevel:    p.oneOf("LOG_LEVEL", DefaultLogLevel, "debug", "info", "warn", "error"),
+		LogFormat:   p.oneOf("LOG_FORMAT", DefaultLogFormat, "auto", "json", "console"),
+		LogSampling: p.boolean("LOG_SAMPLING", true),
+		LockTTL:     p.duration("LOCK_TTL", DefaultLockTTL, 100*time.Millisecond, 10*time.Minute),
+		Worker:      p.worker(),
 	}
 	cfg.IDGen = p.idgen(slices.Contains(needs, NeedWorkerID))
 	if slices.Contains(needs, NeedKafka) && len(cfg.Kafka.Brokers) == 0 {

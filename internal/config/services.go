@@ -92,7 +92,7 @@ func (p *parser) kafka() Kafka {
 		SASL: SASL{
 			Mechanism: p.oneOf("KAFKA_SASL_MECHANISM", SASLNone, SASLPlain, SASLScramSHA256, SASLScramSHA512),
 			Username:  p.str("KAFKA_SASL_USERNAME", ""),
-			Password:  p.get("KAFKA_SASL_PASSWORD"),
+			Password:  p.secret("KAFKA_SASL_PASSWORD"),
 		},
 	}
 	if k.Topic == k.DLQTopic {
@@ -146,7 +146,7 @@ func (p *parser) redis() Redis {
 		Addrs:     p.addrList("REDIS_ADDR", DefaultRedis),
 		Cluster:   p.boolean("REDIS_CLUSTER", false),
 		Username:  p.str("REDIS_USERNAME", ""),
-		Password:  p.get("REDIS_PASSWORD"),
+		Password:  p.secret("REDIS_PASSWORD"),
 		DB:        p.integer("REDIS_DB", 0, 0, 15),
 		TLS:       p.tls("REDIS_TLS"),
 		KeyPrefix: p.str("REDIS_KEY_PREFIX", ""),
@@ -168,13 +168,14 @@ func (p *parser) redis() Redis {
 
 func (p *parser) mysql() MySQL {
 	m := MySQL{
-		DSN:          p.get("MYSQL_DSN"),
+		DSN:          p.secret("MYSQL_DSN"),
 		TLSCAFile:    p.file("MYSQL_TLS_CA_FILE"),
 		MaxOpenConns: p.integer("MYSQL_MAX_OPEN_CONNS", 32, 1, 1000),
 	}
 	if m.DSN == "" {
 		m.DSN = DefaultMySQLDSN
 	}
+	m.DSN = p.withPassword(m.DSN)
 	cfg, err := mysql.ParseDSN(m.DSN)
 	if err != nil {
 		// The raw DSN may hold a password: name the variable, not the value.

@@ -10,12 +10,13 @@ import (
 	"go.uber.org/zap"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/quotaflow/billing/internal/config"
+	"github.com/quotaflow/billing/internal/logging"
 )
 
-// MySQL opens a GORM handle. Slow statements (over 200 ms) are logged at warn.
+// MySQL opens a GORM handle. Failed and slow statements (over 200 ms) are
+// logged at warn, one line each (logging.GORM).
 func MySQL(ctx context.Context, c config.MySQL, log *zap.Logger) (*gorm.DB, error) {
 	dsn, err := mysql.ParseDSN(c.DSN)
 	if err != nil {
@@ -37,12 +38,7 @@ func MySQL(ctx context.Context, c config.MySQL, log *zap.Logger) (*gorm.DB, erro
 		dsn.InterpolateParams = true
 	}
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSNConfig: dsn}), &gorm.Config{
-		Logger: logger.New(zapWriter{log.Sugar()}, logger.Config{
-			SlowThreshold:             200 * time.Millisecond,
-			LogLevel:                  logger.Warn,
-			IgnoreRecordNotFoundError: true,
-			ParameterizedQueries:      true, // never log values
-		}),
+		Logger:                 logging.GORM(log, 200*time.Millisecond),
 		SkipDefaultTransaction: true, // the write path opens its own transactions
 		PrepareStmt:            false,
 	})
@@ -69,7 +65,3 @@ func registerCustomTLS(caFile string) error {
 	}
 	return nil
 }
-
-type zapWriter struct{ s *zap.SugaredLogger }
-
-func (w zapWriter) Printf(format string, args ...any) { w.s.Warnf(format, args...) }
