@@ -22,6 +22,7 @@ import (
 type writePath struct {
 	lease    *idgen.Lease
 	locks    *lock.Client
+	store    *ledger.Store
 	Deductor *deduct.Deductor
 }
 
@@ -42,12 +43,11 @@ func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *work
 	if wp.locks, err = lock.New(svc.Redis, lock.Options{Metrics: m.lock, Logger: log}); err != nil {
 		return nil, err
 	}
-	store, err := ledger.New(svc.DB, idgen.Int64s{Generator: gen}, m.ledger, ledger.Options{})
-	if err != nil {
+	if wp.store, err = ledger.New(svc.DB, idgen.Int64s{Generator: gen}, m.ledger, ledger.Options{}); err != nil {
 		return nil, err
 	}
 	locks := merchantLocks{client: wp.locks, keys: svc.Keys, ttl: cfg.LockTTL}
-	if wp.Deductor, err = deduct.New(svc.Redis, svc.Keys, locks, store, log, m.deduct, deduct.Options{}); err != nil {
+	if wp.Deductor, err = deduct.New(svc.Redis, svc.Keys, locks, wp.store, log, m.deduct, deduct.Options{}); err != nil {
 		return nil, err
 	}
 	return wp, nil
@@ -56,6 +56,9 @@ func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *work
 func (wp *writePath) close() {
 	if wp.locks != nil {
 		wp.locks.Close()
+	}
+	if wp.store != nil {
+		_ = wp.store.Close() // closing statements of a pool about to close cannot matter
 	}
 }
 

@@ -3,7 +3,6 @@
 package event
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,25 +57,24 @@ type PaymentSucceeded struct {
 	OccurredAt time.Time `json:"occurred_at"`
 }
 
+// wire is the JSON form as read. A missing string field reads as "", which
+// no field accepts: "missing" covers both.
 type wire struct {
-	EventID    *string         `json:"event_id"`
-	PaymentID  *string         `json:"payment_id"`
-	MerchantID *string         `json:"merchant_id"`
+	EventID    string          `json:"event_id"`
+	PaymentID  string          `json:"payment_id"`
+	MerchantID string          `json:"merchant_id"`
 	Amount     json.RawMessage `json:"amount"`
-	Source     *string         `json:"source"`
-	OccurredAt *string         `json:"occurred_at"`
+	Source     string          `json:"source"`
+	OccurredAt string          `json:"occurred_at"`
 }
 
 // Decode parses and validates a message. key is the Kafka key; when present it
 // must equal merchant_id, or the merchant's events would be split across partitions.
 func Decode(key, value []byte) (PaymentSucceeded, error) {
 	var w wire
-	dec := json.NewDecoder(bytes.NewReader(value))
-	if err := dec.Decode(&w); err != nil {
+	// Unmarshal refuses trailing data as well as malformed JSON.
+	if err := json.Unmarshal(value, &w); err != nil {
 		return PaymentSucceeded{}, &InvalidError{Reason: "not a JSON object: " + err.Error()}
-	}
-	if dec.More() {
-		return PaymentSucceeded{}, &InvalidError{Reason: "trailing data after the JSON object"}
 	}
 	var e PaymentSucceeded
 	var errs []error
@@ -109,26 +107,26 @@ func ValidID(s string) bool {
 	})
 }
 
-func requireID(errs []error, field string, v *string) (string, []error) {
+func requireID(errs []error, field string, v string) (string, []error) {
 	switch {
-	case v == nil:
+	case v == "":
 		return "", append(errs, &InvalidError{Field: field, Reason: "missing"})
-	case !ValidID(*v):
-		return "", append(errs, &InvalidError{Field: field, Reason: fmt.Sprintf("%q is not 1..64 characters of [A-Za-z0-9_.:-]", truncate(*v))})
+	case !ValidID(v):
+		return "", append(errs, &InvalidError{Field: field, Reason: fmt.Sprintf("%q is not 1..64 characters of [A-Za-z0-9_.:-]", truncate(v))})
 	}
-	return *v, errs
+	return v, errs
 }
 
-func requirePaymentID(errs []error, v *string) (string, []error) {
+func requirePaymentID(errs []error, v string) (string, []error) {
 	switch {
-	case v == nil:
+	case v == "":
 		return "", append(errs, &InvalidError{Field: "payment_id", Reason: "missing"})
-	case len(*v) == 0 || len(*v) > MaxPaymentIDLen:
+	case len(v) > MaxPaymentIDLen:
 		return "", append(errs, &InvalidError{Field: "payment_id", Reason: "must be 1..128 bytes"})
-	case strings.ContainsFunc(*v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+	case strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return "", append(errs, &InvalidError{Field: "payment_id", Reason: "contains a control character"})
 	}
-	return *v, errs
+	return v, errs
 }
 
 func requireAmount(errs []error, v json.RawMessage) (int64, []error) {
@@ -146,24 +144,24 @@ func requireAmount(errs []error, v json.RawMessage) (int64, []error) {
 	return n, errs
 }
 
-func requireSource(errs []error, v *string) (Source, []error) {
-	if v == nil {
+func requireSource(errs []error, v string) (Source, []error) {
+	if v == "" {
 		return "", append(errs, &InvalidError{Field: "source", Reason: "missing"})
 	}
-	switch s := Source(*v); s {
+	switch s := Source(v); s {
 	case SourcePC, SourceMiniApp, SourceOpenAPI:
 		return s, errs
 	}
-	return "", append(errs, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not one of pc, miniapp, openapi", truncate(*v))})
+	return "", append(errs, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not one of pc, miniapp, openapi", truncate(v))})
 }
 
-func requireTime(errs []error, v *string) (time.Time, []error) {
-	if v == nil {
+func requireTime(errs []error, v string) (time.Time, []error) {
+	if v == "" {
 		return time.Time{}, append(errs, &InvalidError{Field: "occurred_at", Reason: "missing"})
 	}
-	t, err := time.Parse(time.RFC3339Nano, *v)
+	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, append(errs, &InvalidError{Field: "occurred_at", Reason: fmt.Sprintf("%q is not an RFC 3339 time", truncate(*v))})
+		return time.Time{}, append(errs, &InvalidError{Field: "occurred_at", Reason: fmt.Sprintf("%q is not an RFC 3339 time", truncate(v))})
 	}
 	return t.UTC(), errs
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"gorm.io/gorm"
 )
 
 // Commit records one batch (debits and rejections; Grant writes credits) in
@@ -50,12 +48,12 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	}
 	update, args, guarded := guardedDebit(merchants, debits)
 	for attempt := 1; ; attempt++ {
-		err := s.inTx(ctx, func(tx *gorm.DB) error {
+		err := s.inSQLTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if err := s.assignIDs(rows, fresh); err != nil {
 				return err
 			}
 			if guarded > 0 {
-				n, err := execRaw(tx, update, args)
+				n, err := s.exec(ctx, tx, update, args)
 				if err != nil {
 					return fmt.Errorf("ledger: debit %d merchants: %w", guarded, err)
 				}
@@ -63,7 +61,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 					return errGuardShort
 				}
 			}
-			bals, err := balancesInTx(tx, merchants)
+			bals, err := s.balancesInTx(ctx, tx, merchants)
 			if err != nil {
 				return err
 			}
@@ -71,7 +69,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			if g := staleRejection(rows); g != nil {
 				return g
 			}
-			return s.insert(tx, rows)
+			return s.insert(ctx, tx, rows)
 		})
 		if !errors.Is(err, errGuardShort) {
 			return classify(err, rows)
@@ -157,10 +155,10 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 // after the guarded UPDATE, locked (shared) so that no grant lands between a
 // rejection's check and its commit. Under the merchants' Redis locks nobody
 // else holds these rows: no wait in the normal case.
-func balancesInTx(tx *gorm.DB, merchants []string) ([]Balance, error) {
+func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]Balance, error) {
 	in, args := InList(merchants)
 	bals := make([]Balance, 0, len(merchants))
-	err := queryRaw(tx, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
+	err := s.query(ctx, tx, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
 		args, func(rows *sql.Rows) error {
 			var b Balance
 			if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited); err != nil {
@@ -175,14 +173,15 @@ func balancesInTx(tx *gorm.DB, merchants []string) ([]Balance, error) {
 	return bals, nil
 }
 
-// insert writes rows with multi-row INSERTs of at most InsertChunk rows each.
-func (s *Store) insert(tx *gorm.DB, rows []Row) error {
-	for off := 0; off < len(rows); off += s.opts.InsertChunk {
-		chunk := rows[off:min(off+s.opts.InsertChunk, len(rows))]
-		query, args := InsertStatement(chunk)
-		if _, err := execRaw(tx, query, args); err != nil {
+// insert writes rows with prepared multi-row INSERTs (see pow2Chunks).
+func (s *Store) insert(ctx context.Context, tx *sql.Tx, rows []Row) error {
+	off := 0
+	for _, n := range pow2Chunks(len(rows), s.opts.InsertChunk) {
+		chunk := rows[off : off+n]
+		if _, err := s.exec(ctx, prepared{stmts: s.stmts, tx: tx}, insertSQL(n), insertArgs(chunk)); err != nil {
 			return &chunkError{offset: off, err: err}
 		}
+		off += n
 	}
 	return nil
 }
@@ -190,15 +189,18 @@ func (s *Store) insert(tx *gorm.DB, rows []Row) error {
 // InsertStatement is one INSERT of rows into quota_ledger, with placeholders,
 // and its arguments: every column is written, ID and CreatedAt included.
 func InsertStatement(rows []Row) (string, []any) {
+	return insertSQL(len(rows)), insertArgs(rows)
+}
+
+func insertSQL(rows int) string {
 	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	var b strings.Builder
-	b.WriteString("INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at) VALUES ")
+	return "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at) VALUES " +
+		tuple + strings.Repeat(", "+tuple, rows-1)
+}
+
+func insertArgs(rows []Row) []any {
 	args := make([]any, 0, 11*len(rows))
-	for i, r := range rows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(tuple)
+	for _, r := range rows {
 		var after any
 		if r.BalanceAfter != nil {
 			after = *r.BalanceAfter
@@ -206,5 +208,5 @@ func InsertStatement(rows []Row) (string, []any) {
 		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, after,
 			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt)
 	}
-	return b.String(), args
+	return args
 }

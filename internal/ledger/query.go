@@ -10,34 +10,37 @@ import (
 )
 
 // ExistingEvents returns the ledger rows (id, event_id, merchant_id, kind,
-// amount, balance_after) of those eventIDs that have one, in one query.
+// amount, balance_after) of those eventIDs that have one: one prepared query
+// per 1024 ids, the IN list padded to a power of two.
 func (s *Store) ExistingEvents(ctx context.Context, eventIDs []string) (map[string]Row, error) {
 	out := make(map[string]Row, len(eventIDs))
-	if len(eventIDs) == 0 {
-		return out, nil
-	}
-	in, args := InList(eventIDs)
-	err := queryRaw(s.db.WithContext(ctx),
-		"SELECT id, event_id, merchant_id, kind, amount, balance_after FROM quota_ledger WHERE event_id IN ("+in+")",
-		args, func(rows *sql.Rows) error {
-			var r Row
-			var kind string
-			var after sql.NullInt64
-			if err := rows.Scan(&r.ID, &r.EventID, &r.MerchantID, &kind, &r.Amount, &after); err != nil {
-				return err
-			}
-			r.Kind = Kind(kind)
-			if after.Valid {
-				r.BalanceAfter = &after.Int64
-			}
-			out[r.EventID] = r
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("ledger: existing events: %w", err)
+	for off := 0; off < len(eventIDs); off += maxInList {
+		in, args := InList(padPow2(eventIDs[off:min(off+maxInList, len(eventIDs))]))
+		err := s.query(ctx, prepared{stmts: s.stmts},
+			"SELECT id, event_id, merchant_id, kind, amount, balance_after FROM quota_ledger WHERE event_id IN ("+in+")",
+			args, func(rows *sql.Rows) error {
+				var r Row
+				var kind string
+				var after sql.NullInt64
+				if err := rows.Scan(&r.ID, &r.EventID, &r.MerchantID, &kind, &r.Amount, &after); err != nil {
+					return err
+				}
+				r.Kind = Kind(kind)
+				if after.Valid {
+					r.BalanceAfter = &after.Int64
+				}
+				out[r.EventID] = r
+				return nil
+			})
+		if err != nil {
+			return nil, fmt.Errorf("ledger: existing events: %w", err)
+		}
 	}
 	return out, nil
 }
+
+// maxInList is the longest IN list of a prepared query.
+const maxInList = 1024
 
 // Balances returns the balance rows of those merchants that have one, in one
 // query. A merchant missing from the map is unknown.
@@ -56,28 +59,66 @@ func (s *Store) Balances(ctx context.Context, merchantIDs []string) (map[string]
 	return out, nil
 }
 
-// The write path's statements run on db's connection rather than through
-// GORM's builders (their reflection costs as much as the rest of a batch),
-// still traced by db's logger and its parameter filter.
+// The write path's statements run on database/sql rather than through GORM's
+// builders (their reflection costs as much as the rest of a batch), still
+// traced by the Store's GORM logger and its parameter filter.
 
-// execRaw runs a statement.
-func execRaw(db *gorm.DB, query string, args []any) (int64, error) {
+// conn is what a raw statement runs on: the pool, a transaction, or a
+// prepared statement's own runner (prepared).
+type conn interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// prepared runs a query as a prepared statement (see statements) on a
+// transaction, or on the pool when tx is nil.
+type prepared struct {
+	stmts *statements
+	tx    *sql.Tx
+}
+
+func (p prepared) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	st, err := p.stmts.get(ctx, query)
+	if err != nil || p.tx == nil {
+		return st, err
+	}
+	return p.tx.StmtContext(ctx, st), nil
+}
+
+func (p prepared) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := p.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (p prepared) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := p.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// exec runs a statement and returns the rows it affected.
+func (s *Store) exec(ctx context.Context, c conn, query string, args []any) (int64, error) {
 	start := time.Now()
-	res, err := db.Statement.ConnPool.ExecContext(db.Statement.Context, query, args...)
+	res, err := c.ExecContext(ctx, query, args...)
 	var n int64
 	if err == nil {
 		n, err = res.RowsAffected()
 	}
-	trace(db, start, query, args, n, err)
+	s.trace(ctx, start, query, args, n, err)
 	return n, err
 }
 
-// queryRaw runs a query and calls scan for each row.
-func queryRaw(db *gorm.DB, query string, args []any, scan func(*sql.Rows) error) error {
+// query runs a query and calls scan for each row.
+func (s *Store) query(ctx context.Context, c conn, query string, args []any, scan func(*sql.Rows) error) error {
 	start := time.Now()
 	var n int64
 	err := func() error {
-		rows, err := db.Statement.ConnPool.QueryContext(db.Statement.Context, query, args...)
+		rows, err := c.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -89,19 +130,18 @@ func queryRaw(db *gorm.DB, query string, args []any, scan func(*sql.Rows) error)
 		}
 		return rows.Err()
 	}()
-	trace(db, start, query, args, n, err)
+	s.trace(ctx, start, query, args, n, err)
 	return err
 }
 
-func trace(db *gorm.DB, start time.Time, query string, args []any, rows int64, err error) {
-	if db.Logger == nil {
+func (s *Store) trace(ctx context.Context, start time.Time, query string, args []any, rows int64, err error) {
+	if s.db.Logger == nil {
 		return
 	}
-	ctx := db.Statement.Context
-	db.Logger.Trace(ctx, start, func() (string, int64) {
-		if f, ok := db.Logger.(gorm.ParamsFilter); ok {
+	s.db.Logger.Trace(ctx, start, func() (string, int64) {
+		if f, ok := s.db.Logger.(gorm.ParamsFilter); ok {
 			query, args = f.ParamsFilter(ctx, query, args...)
 		}
-		return db.Dialector.Explain(query, args...), rows
+		return s.db.Dialector.Explain(query, args...), rows
 	}, err)
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -17,7 +18,9 @@ type IDSource interface {
 
 // Options tunes a Store. The zero value is valid.
 type Options struct {
-	// InsertChunk is the most rows one INSERT statement carries (default 1000).
+	// InsertChunk is the most rows one INSERT statement carries (default
+	// 1024), rounded down to a power of two: a batch is written in chunks of
+	// power-of-two sizes, a few statement shapes, each prepared once.
 	InsertChunk int
 	// MaxRowsInFlight bounds the rows Commit writes at once (default 1024;
 	// negative: no bound; a larger batch waits for all of it): concurrent
@@ -27,7 +30,7 @@ type Options struct {
 
 func (o *Options) setDefaults() {
 	if o.InsertChunk <= 0 {
-		o.InsertChunk = 1000
+		o.InsertChunk = 1024
 	}
 	if o.MaxRowsInFlight == 0 {
 		o.MaxRowsInFlight = 1024
@@ -37,6 +40,8 @@ func (o *Options) setDefaults() {
 // Store reads and writes the ledger and the balances.
 type Store struct {
 	db       *gorm.DB
+	sql      *sql.DB     // db's pool: the write path's transactions
+	stmts    *statements // prepared on sql
 	ids      IDSource
 	metrics  *Metrics
 	opts     Options
@@ -56,7 +61,11 @@ func New(db *gorm.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
 	opts.setDefaults()
 	// Our own transactions: no implicit ones, no SAVEPOINTs, no hooks.
 	db = db.Session(&gorm.Session{SkipDefaultTransaction: true, SkipHooks: true})
-	st := &Store{db: db, ids: ids, metrics: m, opts: opts, now: time.Now}
+	pool, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("ledger: connection pool: %w", err)
+	}
+	st := &Store{db: db, sql: pool, stmts: newStatements(pool), ids: ids, metrics: m, opts: opts, now: time.Now}
 	if opts.MaxRowsInFlight > 0 {
 		st.inFlight = semaphore.NewWeighted(int64(opts.MaxRowsInFlight))
 	}
@@ -94,14 +103,29 @@ func (s *Store) assignIDs(rows []Row, fresh []int) error {
 	return nil
 }
 
-// inTx runs fn in a transaction, each attempt bounded by MaxTxAge, again
-// after a deadlock or a lock wait timeout (RetryDeadlocks).
+// Close releases the prepared statements; the pool is the caller's.
+func (s *Store) Close() error { return s.stmts.Close() }
+
+// inTx runs fn in a GORM transaction, as retryTx.
 func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.retryTx(ctx, func(ctx context.Context) error { return s.db.WithContext(ctx).Transaction(fn) })
+}
+
+// inSQLTx runs fn in a database/sql transaction, as retryTx.
+func (s *Store) inSQLTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.retryTx(ctx, func(ctx context.Context) error {
+		return InTx(ctx, s.sql, nil, func(tx *sql.Tx) error { return fn(ctx, tx) })
+	})
+}
+
+// retryTx runs one transaction per attempt, each bounded by MaxTxAge, again
+// after a deadlock or a lock wait timeout (RetryDeadlocks).
+func (s *Store) retryTx(ctx context.Context, tx func(ctx context.Context) error) error {
 	return RetryDeadlocks(ctx, s.metrics.deadlockRetries.Inc, func() error {
 		start := time.Now()
 		tctx, cancel := context.WithTimeout(ctx, MaxTxAge)
 		defer cancel()
-		err := s.db.WithContext(tctx).Transaction(fn)
+		err := tx(tctx)
 		s.metrics.txSeconds.Observe(time.Since(start).Seconds())
 		return err
 	})
