@@ -1,16 +1,17 @@
 // Command reconciler compares every merchant's Redis quota with MySQL, reports
 // drift and repairs Redis: once (a CronJob) or in a loop (--every 5m).
 //
-// Exit code of a single run: 0 clean, 1 drift found (dry run, over the repair
-// ceiling, critical or aborted), 2 every finding repaired, 3 failed (also for a
-// bad command line or environment). The loop exits 0 on SIGTERM.
+// Exit code of a single run: 0 clean or every drift repaired, 1 drift left
+// (dry run, over the repair ceiling, critical or aborted), 2 bad command line
+// or environment, 3 the run failed, 4 drift repaired with --fail-on-repair.
+// A missing quota hash is reported and hydrated, never drift. The loop exits
+// 0 on SIGTERM.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/dial"
 	"github.com/quotaflow/billing/internal/httpserver"
@@ -28,89 +30,108 @@ import (
 	"github.com/quotaflow/billing/internal/reconcile"
 )
 
-const exitFailed = 3
+// Exit codes beyond the shared ones (cli.ExitOK, cli.ExitUsage).
+const (
+	exitDrift    = 1
+	exitFailed   = 3
+	exitRepaired = 4 // only with --fail-on-repair
+)
 
 func main() {
-	os.Exit(run())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
 }
 
-func run() int {
-	opts, err := parseFlags(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
+// run is the whole program but for the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	opts, err := parseFlags(args, stdout, stderr)
 	if err != nil {
-		return exitFailed
+		return cli.Code(err)
 	}
-	cfg, err := config.Load(os.Getenv)
+	cfg, err := config.Load(getenv)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return exitFailed
+		fmt.Fprintln(stderr, "reconciler:", err)
+		return cli.ExitUsage
 	}
 	log, err := logging.New(cfg.LogLevel)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return exitFailed
+		fmt.Fprintln(stderr, "reconciler:", err)
+		return cli.ExitUsage
 	}
 	defer func() { _ = log.Sync() }()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	code, err := serve(ctx, cfg, opts, log)
+	rep, err := serve(ctx, cfg, opts, log, stdout)
 	if err != nil {
 		log.Error("reconciler", zap.Error(err))
 		return exitFailed
 	}
-	return code
+	return exitCode(rep, opts.FailOnRepair)
 }
 
-// serve wires the reconciler and runs it once (returning the run's exit code)
-// or in a loop with the ops HTTP server until ctx ends (returning 0).
-func serve(ctx context.Context, cfg config.Config, opts options, log *zap.Logger) (int, error) {
+// exitCode is a single run's exit code (0 after a loop, which has no report).
+func exitCode(rep *reconcile.Report, failOnRepair bool) int {
+	switch {
+	case rep == nil:
+		return cli.ExitOK
+	case rep.Status == reconcile.StatusFailed:
+		return exitFailed
+	case rep.Status == reconcile.StatusDrift:
+		return exitDrift
+	case rep.Status == reconcile.StatusRepaired && failOnRepair:
+		return exitRepaired
+	}
+	return cli.ExitOK
+}
+
+// serve wires the reconciler and runs it once (returning the run's report)
+// or in a loop with the ops HTTP server until ctx ends (returning nil).
+func serve(ctx context.Context, cfg config.Config, opts options, log *zap.Logger, stdout io.Writer) (*reconcile.Report, error) {
 	keys, err := keyspace.New(cfg.Redis.KeyPrefix)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	rdb, err := dial.Redis(cfg.Redis)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer rdb.Close()
 	gdb, err := dial.MySQL(ctx, cfg.MySQL, log)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	db, err := gdb.DB()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer db.Close()
 	reg := metrics.NewRegistry()
 	lockMetrics, err := lock.NewMetrics(reg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	locks, err := lock.New(rdb, lock.Options{Metrics: lockMetrics, Logger: log})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer locks.Close()
 	if opts.Config.Metrics, err = reconcile.NewMetrics(reg); err != nil {
-		return 0, err
+		return nil, err
 	}
 	opts.Config.Logger = log
 	r, err := reconcile.New(db, rdb, keys, reconcile.NewLocker(locks), opts.Config)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	report := func(rep *reconcile.Report) {
-		if err := writeReport(os.Stdout, rep, opts.Output); err != nil {
+		if err := writeReport(stdout, rep, opts.Output); err != nil {
 			log.Warn("write report", zap.Error(err))
 		}
 	}
 	if opts.Every == 0 {
 		rep := r.Run(ctx)
 		report(rep)
-		return rep.Exit(), nil
+		return rep, nil
 	}
 	srv := httpserver.New(cfg.HTTPAddr, reg, log)
 	srv.AddReadiness("redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
@@ -118,5 +139,5 @@ func serve(ctx context.Context, cfg config.Config, opts options, log *zap.Logger
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error { return r.Loop(gctx, opts.Every, report) })
-	return 0, g.Wait()
+	return nil, g.Wait()
 }

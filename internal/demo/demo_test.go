@@ -3,7 +3,11 @@ package demo
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +36,7 @@ func TestDemoSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Restarts != 1 || sum.Reconcile.Repaired != 5 || len(sum.Recheck.Findings) != 0 || !sum.Invariants.OK() {
+	if sum.Restarts != 1 || sum.Reconcile.Repaired != 4 || sum.Reconcile.Hydrated != 1 || sum.Reconcile.Drifted != 4 || len(sum.Recheck.Findings) != 0 || !sum.Invariants.OK() {
 		t.Fatalf("summary %+v", sum)
 	}
 	for _, want := range []string{"RESULT       OK", "throughput", "dead letters", "orphan_pending=1"} {
@@ -61,4 +65,73 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("Validate() = %v, want a problem with %s", err, want)
 		}
 	}
+}
+
+// --keep leaves the workers running after the summary, and the URLs it prints
+// answer; --hot 0 (uniform traffic) is a valid demo.
+func TestDemoKeepServesPrintedURLs(t *testing.T) {
+	db := testenv.NewEmptyMySQL(t)
+	r := testenv.NewRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Options{MySQLDSN: db.DSN, RedisAddrs: []string{r.Addr}, Partitions: 2,
+			Merchants: 20, Events: 500, Hot: 0, Conflicts: 2, Seed: 7, NoRestart: true, Keep: true, Out: out})
+		done <- err
+	}()
+	var urls []string
+	for urls == nil {
+		select {
+		case err := <-done:
+			t.Fatalf("demo ended before the keep phase: %v\n%s", err, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if text := out.String(); strings.Contains(text, "--keep:") {
+			urls = regexp.MustCompile(`http://\S+`).FindAllString(text, -1)
+		}
+	}
+	if len(urls) < 2 {
+		t.Fatalf("urls %v in\n%s", urls, out.String())
+	}
+	for _, u := range urls {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %s\n%s", u, resp.Status, body)
+		}
+		if strings.HasSuffix(u, "/metrics") && !strings.Contains(string(body), "billing_events_total") {
+			t.Errorf("GET %s lacks billing_events_total", u)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "RESULT       OK") {
+		t.Fatalf("demo did not pass:\n%s", out.String())
+	}
+}
+
+// lockedBuffer is written by the demo and read by the test at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -64,12 +64,13 @@ func (s *Summary) failure() error {
 		if len(s.Reconcile.Findings) != len(s.Corrupted) {
 			errs = append(errs, fmt.Errorf("reconciler reported %d findings for %d corruptions", len(s.Reconcile.Findings), len(s.Corrupted)))
 		}
-		if s.Reconcile.Exit() != 2 {
-			errs = append(errs, fmt.Errorf("reconciler did not repair everything (exit %d)", s.Reconcile.Exit()))
+		unrepaired := slices.ContainsFunc(s.Reconcile.Findings, func(f reconcile.Finding) bool { return f.Action != reconcile.ActionRepaired })
+		if s.Reconcile.Status != reconcile.StatusRepaired || unrepaired {
+			errs = append(errs, fmt.Errorf("reconciler did not repair everything (status %s)", s.Reconcile.Status))
 		}
 	}
-	if s.Recheck != nil && s.Recheck.Exit() != 0 {
-		errs = append(errs, fmt.Errorf("second reconciler pass not clean (exit %d, %d findings)", s.Recheck.Exit(), len(s.Recheck.Findings)))
+	if s.Recheck != nil && (s.Recheck.Status != reconcile.StatusClean || len(s.Recheck.Findings) > 0) {
+		errs = append(errs, fmt.Errorf("second reconciler pass not clean (status %s, %d findings)", s.Recheck.Status, len(s.Recheck.Findings)))
 	}
 	want := map[dlq.Class]int{dlq.ClassInvalid: s.Traffic.Malformed, dlq.ClassConflict: s.Traffic.Conflicts}
 	for c, n := range want {
@@ -115,7 +116,7 @@ func (s *Summary) Write(w io.Writer) {
 		for _, k := range slices.Sorted(maps.Keys(kinds)) {
 			fmt.Fprintf(w, " %s=%d", k, kinds[k])
 		}
-		fmt.Fprintf(w, "; repaired %d; second pass: %d findings\n", s.Reconcile.Repaired, len(s.Recheck.Findings))
+		fmt.Fprintf(w, "; repaired %d, hydrated %d; second pass: %d findings\n", s.Reconcile.Repaired, s.Reconcile.Hydrated, len(s.Recheck.Findings))
 	}
 	if s.Invariants != nil {
 		fmt.Fprintf(w, "final check  Redis == MySQL for every loaded merchant, one ledger row per valid event, every poison message in the DLQ once by provenance:\n%s", s.Invariants)
@@ -127,6 +128,9 @@ func (s *Summary) Write(w io.Writer) {
 	}
 }
 
+// URL is the address of an ops endpoint of the demo's first worker.
+func (s *Summary) URL(path string) string { return "http://" + s.HTTPAddr + path }
+
 // keep leaves everything running until ctx ends, for exploration.
 func (r *run) keep(ctx context.Context) {
 	env := r.st.WorkerEnv(9, r.o.RedisAddrs, "", r.o.LogLevel)
@@ -136,6 +140,7 @@ func (r *run) keep(ctx context.Context) {
 	r.say("  go run ./cmd/billingctl quota show --merchant m-000001")
 	r.say("  go run ./cmd/billingctl dlq ls --list")
 	r.say("  go run ./cmd/billing-sim produce --total 1000 --merchants %d", r.o.Merchants)
-	r.say("  curl -s http://%s/metrics | grep billing_events_total", r.sum.HTTPAddr)
+	r.say("  curl -s %s | grep billing_events_total", r.sum.URL("/metrics"))
+	r.say("  curl -s %s", r.sum.URL("/readyz"))
 	<-ctx.Done()
 }

@@ -8,7 +8,7 @@ type Kind string
 const (
 	KindRedisHigh       Kind = "redis_high"       // remain above expected: overdraft risk
 	KindRedisLow        Kind = "redis_low"        // remain below expected: under-reporting
-	KindMissingKey      Kind = "missing_key"      // no quota hash
+	KindMissingKey      Kind = "missing_key"      // no quota hash: routine (a grant, an eviction), not drift
 	KindOrphanPending   Kind = "orphan_pending"   // pending deductions older than Grace with no ledger row
 	KindStalePending    Kind = "stale_pending"    // pending fields whose debit rows exist: a confirm that never ran
 	KindNegativeBalance Kind = "negative_balance" // credited < debited (critical)
@@ -21,6 +21,11 @@ const (
 func (k Kind) critical() bool {
 	return k == KindNegativeBalance || k == KindLedgerMismatch || k == KindMalformed
 }
+
+// drift reports whether a finding of this kind is drift. A missing quota hash
+// is not: a grant or an eviction leaves one, and the next event hydrates it
+// as the reconciler would. It is still reported, and hydrated.
+func (k Kind) drift() bool { return k != KindMissingKey }
 
 // redisDrift reports whether the kind counts toward a run's absolute drift.
 func (k Kind) redisDrift() bool {

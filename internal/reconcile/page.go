@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -69,10 +70,14 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 			return err
 		}
 		out.Checked++
-		if len(v.Findings) == 0 && !held {
+		if !slices.ContainsFunc(v.Findings, func(f Finding) bool { return f.Kind.drift() }) && !held {
 			out.Clean++
 		}
-		if applied {
+		switch {
+		case !applied:
+		case v.Plan.Kind == planHydrate:
+			out.Hydrated++
+		default:
 			out.Repaired++
 		}
 	}

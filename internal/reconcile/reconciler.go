@@ -183,6 +183,7 @@ func (t *tally) add(p Report) {
 	t.rep.Checked += p.Checked
 	t.rep.Clean += p.Clean
 	t.rep.Repaired += p.Repaired
+	t.rep.Hydrated += p.Hydrated
 	t.rep.LedgerAudited += p.LedgerAudited
 	t.rep.BusyMerchants = append(t.rep.BusyMerchants, p.BusyMerchants...)
 	t.rep.Unknown = append(t.rep.Unknown, p.Unknown...)
@@ -201,7 +202,9 @@ func (t *tally) report(start, end time.Time, dryRun bool, err error) *Report {
 	rep.Busy = int64(len(rep.BusyMerchants))
 	drifted := make(map[string]bool)
 	for _, f := range rep.Findings {
-		drifted[f.MerchantID] = true
+		if f.Kind.drift() {
+			drifted[f.MerchantID] = true
+		}
 		if f.Kind.redisDrift() {
 			rep.AbsDrift += abs(f.Delta)
 		}
@@ -218,7 +221,7 @@ func (r *Reconciler) logRun(rep *Report) {
 	fields := []zap.Field{zap.Int64("run_id", rep.RunID), zap.String("status", string(rep.Status)),
 		zap.Bool("dry_run", rep.DryRun), zap.Duration("took", rep.FinishedAt.Sub(rep.StartedAt)),
 		zap.Int64("checked", rep.Checked), zap.Int64("clean", rep.Clean), zap.Int64("busy", rep.Busy),
-		zap.Int64("drifted", rep.Drifted), zap.Int64("repaired", rep.Repaired), zap.Int64("abs_drift", rep.AbsDrift),
+		zap.Int64("drifted", rep.Drifted), zap.Int64("repaired", rep.Repaired), zap.Int64("hydrated", rep.Hydrated), zap.Int64("abs_drift", rep.AbsDrift),
 		zap.Int("findings", len(rep.Findings))}
 	if rep.Error != "" {
 		r.log.Error("reconcile run failed", append(fields, zap.String("error", rep.Error))...)

@@ -2,19 +2,18 @@ package reconcile
 
 import (
 	"errors"
-	"slices"
 	"time"
 )
 
 // Status is the outcome of a run (reconcile_runs.status).
 type Status string
 
-// Statuses, with their exit codes.
+// Statuses. Only drift counts: missing_key findings never change a status.
 const (
-	StatusClean    Status = "clean"    // exit 0: no finding
-	StatusDrift    Status = "drift"    // exit 1: a finding is left (dry run, over ceiling, critical, aborted)
-	StatusRepaired Status = "repaired" // exit 2: every finding was repaired
-	StatusFailed   Status = "failed"   // exit 3: the run could not finish
+	StatusClean    Status = "clean"    // no drift
+	StatusDrift    Status = "drift"    // drift is left (dry run, over ceiling, critical, aborted)
+	StatusRepaired Status = "repaired" // drift was found and all of it repaired
+	StatusFailed   Status = "failed"   // the run could not finish
 )
 
 // Report is the result of one run.
@@ -27,8 +26,9 @@ type Report struct {
 	Checked       int64     `json:"merchants_checked"` // quota hash read under the lock
 	Clean         int64     `json:"clean"`
 	Busy          int64     `json:"busy_skipped"`
-	Drifted       int64     `json:"drifted"`  // merchants with at least one finding
-	Repaired      int64     `json:"repaired"` // merchants whose repair was applied
+	Drifted       int64     `json:"drifted"`  // merchants with at least one drift finding (missing_key is not drift)
+	Repaired      int64     `json:"repaired"` // merchants whose drift repair was applied
+	Hydrated      int64     `json:"hydrated"` // merchants whose missing quota hash was hydrated
 	AbsDrift      int64     `json:"abs_drift"`
 	LedgerAudited int64     `json:"ledger_audited"`
 	BusyMerchants []string  `json:"busy_merchants,omitempty"`
@@ -40,15 +40,17 @@ type Report struct {
 }
 
 func statusOf(findings []Finding) Status {
-	if len(findings) == 0 {
-		return StatusClean
-	}
+	s := StatusClean
 	for _, f := range findings {
-		if f.Action != ActionRepaired {
+		switch {
+		case !f.Kind.drift():
+		case f.Action != ActionRepaired:
 			return StatusDrift
+		default:
+			s = StatusRepaired
 		}
 	}
-	return StatusRepaired
+	return s
 }
 
 func (r *Report) fail(err error) {
@@ -59,11 +61,3 @@ func (r *Report) fail(err error) {
 
 // Err is why the run failed, or nil.
 func (r *Report) Err() error { return r.err }
-
-// Exit is the process exit code: 0 clean, 1 drift found, 2 repaired, 3 failed.
-func (r *Report) Exit() int {
-	if i := slices.Index([]Status{StatusClean, StatusDrift, StatusRepaired}, r.Status); i >= 0 {
-		return i
-	}
-	return 3
-}
