@@ -102,6 +102,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	defer st.Teardown() //nolint:errcheck // best effort at exit
 	r := &run{o: o, st: st, log: log, sum: &Summary{Database: st.DBName, Prefix: st.Prefix, Rate: o.Rate}}
+	defer r.stopWorkers() // after the keep phase: it is there to explore running workers
 	if err := r.all(ctx); err != nil {
 		return r.sum, err
 	}

@@ -48,7 +48,6 @@ func (r *run) all(ctx context.Context) error {
 	if r.workers[0], err = r.startWorker(ctx, 1, true); err != nil {
 		return err
 	}
-	defer r.stopWorkers()
 	if err := r.grant(ctx); err != nil {
 		return err
 	}
@@ -120,9 +119,10 @@ func (r *run) grant(ctx context.Context) error {
 	g.SetLimit(8)
 	for i, m := range known {
 		amount := int64(5_000)
+		hot := int64(float64(r.o.Events)*r.o.Hot*5.5) / 2 // the hot merchant runs dry halfway
 		switch {
-		case i == 0:
-			amount = int64(float64(r.o.Events)*r.o.Hot*5.5) / 2 // the hot merchant runs dry halfway
+		case i == 0 && hot > 0: // with --hot 0 there is no hot merchant
+			amount = hot
 		case i%10 == 3:
 			amount = 10 // nearly empty
 			r.sum.NearlyEmpty++
