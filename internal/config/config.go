@@ -27,7 +27,10 @@ type Config struct {
 	Redis    Redis
 	MySQL    MySQL
 	HTTPAddr string
-	LogLevel string
+	// PprofAddr serves net/http/pprof when set: its own listener, off by
+	// default, so profiles are never on the port Prometheus scrapes.
+	PprofAddr string
+	LogLevel  string
 	// LogFormat is json, console, or auto (console on a terminal, else json).
 	LogFormat string
 	// LogSampling thins repeated debug and info lines; warnings and errors
@@ -67,6 +70,7 @@ func (p *parser) config(needs []Need) Config {
 		Redis:       p.redis(),
 		MySQL:       p.mysql(),
 		HTTPAddr:    p.addr("HTTP_ADDR", DefaultHTTPAddr),
+		PprofAddr:   p.optionalAddr("PPROF_ADDR"),
 		LogLevel:    p.oneOf("LOG_LEVEL", DefaultLogLevel, "debug", "info", "warn", "error"),
 		LogFormat:   p.oneOf("LOG_FORMAT", DefaultLogFormat, "auto", "json", "console"),
 		LogSampling: p.boolean("LOG_SAMPLING", true),

@@ -103,6 +103,14 @@ func (p *parser) addr(name, def string) string {
 	return v
 }
 
+// optionalAddr is an address that may be empty (the feature is off).
+func (p *parser) optionalAddr(name string) string {
+	if p.str(name, "") == "" {
+		return ""
+	}
+	return p.addr(name, "")
+}
+
 func (p *parser) addrList(name, def string) []string {
 	raw := p.str(name, def)
 	var list []string

@@ -36,6 +36,7 @@ var variables = []Variable{
 	{Name: "MYSQL_TLS_CA_FILE", Doc: "PEM CA bundle used by tls=custom in MYSQL_DSN"},
 	{Name: "MYSQL_MAX_OPEN_CONNS", Default: "32", Doc: "connection pool size"},
 	{Name: "HTTP_ADDR", Default: DefaultHTTPAddr, Doc: "address of /metrics, /healthz, /readyz"},
+	{Name: "PPROF_ADDR", Doc: "address of net/http/pprof (/debug/pprof/), e.g. 127.0.0.1:6060; off when empty"},
 	{Name: "LOG_LEVEL", Default: DefaultLogLevel, Doc: "debug, info, warn or error"},
 	{Name: "LOG_FORMAT", Default: DefaultLogFormat, Doc: "json, console, or auto (console on a terminal, else json)"},
 	{Name: "LOG_SAMPLING", Default: "true", Doc: "thin repeated debug and info lines (zap sampling); warnings and errors (dead letters, money) are never sampled"},
