@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,7 +20,7 @@ import (
 
 func main() {
 	if err := run(os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, "billing-worker:", err)
+		logging.Failure(os.Stderr, "billing-worker", os.Getenv("LOG_FORMAT"), err)
 		os.Exit(1)
 	}
 }
@@ -31,7 +30,7 @@ func run(getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	log, err := logging.New(cfg.LogLevel)
+	log, err := logging.Build(logging.Options{Level: cfg.LogLevel, Format: cfg.LogFormat, Sampling: cfg.LogSampling})
 	if err != nil {
 		return err
 	}

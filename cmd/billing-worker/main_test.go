@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -179,18 +180,30 @@ func waitBusy(t *testing.T, port int, out *syncBuffer) {
 	}
 }
 
-// A bad environment stops the program at start with every broken variable named.
+// A bad environment stops the program at start with every broken variable
+// named, in one JSON line of the shape every program ends with (logging.Failure).
 func TestBadEnvironmentNamesTheVariables(t *testing.T) {
 	cmd := exec.CommandContext(context.Background(), binary)
-	cmd.Env = append(os.Environ(), "KAFKA_BROKERS=", "LOCK_TTL=forever", "IDGEN_WORKER_ID=4096", "MYSQL_DSN=root:hunter2@tcp(db")
+	cmd.Env = append(os.Environ(), "KAFKA_BROKERS=", "LOCK_TTL=forever", "IDGEN_WORKER_ID=4096", "MYSQL_DSN=root:hunter2@tcp(db", "LOG_FORMAT=json")
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("exit %v, want 1\n%s", err, out)
 	}
+	var line struct {
+		Level, Msg, Program string
+		Problems            []string
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out), &line); err != nil {
+		t.Fatalf("not one JSON line: %v\n%s", err, out)
+	}
+	if line.Level != "error" || line.Msg != "stopped on an error" || line.Program != "billing-worker" || len(line.Problems) != 4 {
+		t.Errorf("line %+v", line)
+	}
+	problems := strings.Join(line.Problems, "\n")
 	for _, want := range []string{"KAFKA_BROKERS", `LOCK_TTL="forever"`, `IDGEN_WORKER_ID="4096"`, "MYSQL_DSN"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
+		if !strings.Contains(problems, want) {
+			t.Errorf("problems lack %q:\n%s", want, out)
 		}
 	}
 	if strings.Contains(string(out), "hunter2") {
@@ -258,3 +271,4 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+

@@ -53,12 +53,29 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	}
 	defer func() {
 		if err != nil {
+			if w.http != nil {
+				w.http.Close()
+			}
 			w.close()
 		}
 	}()
 	m, err := registerAll(reg)
 	if err != nil {
 		return nil, err
+	}
+	// Serve /healthz before the lease wait (up to two lease TTLs), so the
+	// kubelet sees a live process; /readyz says what is still missing.
+	if !opts.NoHTTP {
+		w.http = httpserver.New(cfg.HTTPAddr, reg, log)
+		w.http.AddReadiness("redis", w.svc.pingRedis)
+		w.http.AddReadiness("mysql", w.svc.pingMySQL)
+		w.http.AddReadiness("idgen_lease", func(context.Context) error { return errWaitingForLease })
+		if w.HTTPAddr, err = w.http.Listen(); err != nil {
+			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
+		}
+		if err = w.http.Start(); err != nil {
+			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
+		}
 	}
 	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log); err != nil {
 		return nil, err
@@ -73,16 +90,10 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 		return nil, fmt.Errorf("app: mysql pool: %w", err)
 	}
 	w.schema = newSchemaGate(sqlDB, log)
-	if !opts.NoHTTP {
-		w.http = httpserver.New(cfg.HTTPAddr, reg, log)
-		w.http.AddReadiness("redis", w.svc.pingRedis)
-		w.http.AddReadiness("mysql", w.svc.pingMySQL)
+	if w.http != nil {
 		w.http.AddReadiness("schema", w.schema.ready)
 		w.http.AddReadiness("kafka", w.consumer.Ready)
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
-		if w.HTTPAddr, err = w.http.Listen(); err != nil {
-			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
-		}
 	}
 	return w, nil
 }
@@ -93,6 +104,8 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 func (w *Worker) probe(ctx context.Context) error {
 	return errors.Join(w.svc.pingRedis(ctx), w.svc.pingMySQL(ctx), w.leaseHeld(ctx))
 }
+
+var errWaitingForLease = errors.New("idgen: waiting for the worker-ID lease")
 
 func (w *Worker) leaseHeld(context.Context) error {
 	if !w.lease.Valid() {

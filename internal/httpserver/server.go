@@ -7,8 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,11 +30,15 @@ type Check func(ctx context.Context) error
 
 // Server is the operational HTTP server.
 type Server struct {
-	addr   string
-	log    *zap.Logger
-	mux    *http.ServeMux
+	addr string
+	log  *zap.Logger
+	mux  *http.ServeMux
+	ln   net.Listener
+	srv  *http.Server
+	errc chan error // Serve's result, once started
+
+	mu     sync.Mutex // checks change while serving: a program starts its parts one by one
 	checks map[string]Check
-	ln     net.Listener
 }
 
 // New builds a server on addr that exposes gatherer's metrics.
@@ -48,8 +54,13 @@ func New(addr string, gatherer prometheus.Gatherer, log *zap.Logger) *Server {
 	return s
 }
 
-// AddReadiness registers a dependency check under name, before Run; /readyz runs them all.
-func (s *Server) AddReadiness(name string, c Check) { s.checks[name] = c }
+// AddReadiness registers (or replaces) the dependency check under name, at
+// any time; /readyz runs them all.
+func (s *Server) AddReadiness(name string, c Check) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks[name] = c
+}
 
 // Listen binds the address now, so a bad HTTP_ADDR fails at start and tests may use ":0".
 func (s *Server) Listen() (net.Addr, error) {
@@ -61,36 +72,66 @@ func (s *Server) Listen() (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
-// Run serves until ctx ends, then shuts down gracefully within five seconds.
-func (s *Server) Run(ctx context.Context) error {
+// Start serves in the background from now on, so /healthz answers while a
+// program still waits for something slow (a worker-ID lease); Run or Close
+// stops it. Run alone starts it too.
+func (s *Server) Start() error {
+	if s.srv != nil {
+		return nil
+	}
 	if s.ln == nil {
 		if _, err := s.Listen(); err != nil {
 			return err
 		}
 	}
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(s.ln) }()
+	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	s.errc = make(chan error, 1)
+	go func() { s.errc <- s.srv.Serve(s.ln) }()
+	return nil
+}
+
+// Close stops a started server at once (a program that failed to start).
+func (s *Server) Close() {
+	if s.srv == nil {
+		if s.ln != nil {
+			_ = s.ln.Close()
+		}
+		return
+	}
+	_ = s.srv.Close()
+	<-s.errc
+	s.srv = nil
+}
+
+// Run serves until ctx ends, then shuts down gracefully within five seconds.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Start(); err != nil {
+		return err
+	}
 	select {
-	case err := <-errc:
+	case err := <-s.errc:
 		return err
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
+	err := s.srv.Shutdown(shutdownCtx)
+	if serveErr := <-s.errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)
 	}
+	s.srv = nil
 	return err
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	s.mu.Lock()
+	checks := maps.Clone(s.checks)
+	s.mu.Unlock()
 	status := map[string]string{}
 	code := http.StatusOK
-	for name, check := range s.checks {
+	for name, check := range checks {
 		status[name] = "ok"
 		if err := check(ctx); err != nil {
 			status[name] = err.Error()

@@ -91,3 +91,46 @@ func TestListenRejectsBadAddr(t *testing.T) {
 		t.Fatal("no error for a bad address")
 	}
 }
+
+// A program starts serving before its slow parts exist and registers their
+// checks as they come (the race detector watches), then Close stops it.
+func TestStartBeforeChecksThenClose(t *testing.T) {
+	s := New("127.0.0.1:0", prometheus.NewRegistry(), zap.NewNop())
+	s.AddReadiness("idgen_lease", func(context.Context) error { return errors.New("waiting for the worker-ID lease") })
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + s.ln.Addr().String()
+	status := func(path string) int {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(PathHealth); got != 200 {
+		t.Fatalf("healthz while starting: %d", got)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			status(PathReady)
+		}
+	}()
+	if got := status(PathReady); got != http.StatusServiceUnavailable {
+		t.Errorf("readyz while waiting: %d, want 503", got)
+	}
+	s.AddReadiness("idgen_lease", func(context.Context) error { return nil })
+	<-done
+	if got := status(PathReady); got != 200 {
+		t.Errorf("readyz once the lease is held: %d", got)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	s.Close()
+	if _, err := http.Get(base + PathHealth); err == nil {
+		t.Error("still serving after Close")
+	}
+}
