@@ -173,18 +173,32 @@ func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string
 	return bals, nil
 }
 
-// insert writes rows with prepared multi-row INSERTs (see pow2Chunks).
+// insert writes rows with prepared multi-row INSERTs of power-of-two sizes
+// from minPrepared up (see pow2Chunks), and the fewer than minPrepared rows
+// left with one plain INSERT: a few statement shapes, and a small batch still
+// takes a single statement.
 func (s *Store) insert(ctx context.Context, tx *sql.Tx, rows []Row) error {
 	off := 0
-	for _, n := range pow2Chunks(len(rows), s.opts.InsertChunk) {
-		chunk := rows[off : off+n]
-		if _, err := s.exec(ctx, prepared{stmts: s.stmts, tx: tx}, insertSQL(n), insertArgs(chunk)); err != nil {
+	write := func(c conn, n int) error {
+		if _, err := s.exec(ctx, c, insertSQL(n), insertArgs(rows[off:off+n])); err != nil {
 			return &chunkError{offset: off, err: err}
 		}
 		off += n
+		return nil
+	}
+	for _, n := range pow2Chunks(len(rows)&^(minPrepared-1), s.opts.InsertChunk) {
+		if err := write(prepared{stmts: s.stmts, tx: tx}, n); err != nil {
+			return err
+		}
+	}
+	if rest := len(rows) - off; rest > 0 {
+		return write(tx, rest)
 	}
 	return nil
 }
+
+// minPrepared is the smallest INSERT worth a prepared statement (a power of two).
+const minPrepared = 64
 
 // InsertStatement is one INSERT of rows into quota_ledger, with placeholders,
 // and its arguments: every column is written, ID and CreatedAt included.

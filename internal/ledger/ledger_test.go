@@ -204,24 +204,24 @@ func TestCommitRefusesBadValues(t *testing.T) {
 
 func TestCommitChunksInserts(t *testing.T) {
 	db := testenv.NewMySQL(t)
-	s, err := New(db.DB, &counterIDs{}, nil, Options{InsertChunk: 7})
+	s, err := New(db.DB, &counterIDs{}, nil, Options{InsertChunk: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	grant(t, s, "m-a", 1000)
 	var rows []Row
-	for i := range 50 {
+	for i := range 200 { // three prepared INSERTs of 64, one plain of 8
 		rows = append(rows, debit(fmt.Sprintf("e%d", i), "m-a", 2))
 	}
 	if err := s.Commit(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
-	if b := balanceOf(t, s, "m-a"); b.Debited != 100 {
-		t.Errorf("debited = %d, want 100", b.Debited)
+	if b := balanceOf(t, s, "m-a"); b.Debited != 400 {
+		t.Errorf("debited = %d, want 400", b.Debited)
 	}
-	if got := *rows[49].BalanceAfter; got != 900 {
-		t.Errorf("last balance_after = %d, want 900", got)
+	if got := *rows[199].BalanceAfter; got != 600 {
+		t.Errorf("last balance_after = %d, want 600", got)
 	}
 	checkBalancesMatchLedger(t, s)
 }

@@ -18,9 +18,10 @@ type IDSource interface {
 
 // Options tunes a Store. The zero value is valid.
 type Options struct {
-	// InsertChunk is the most rows one INSERT statement carries (default
-	// 1024), rounded down to a power of two: a batch is written in chunks of
-	// power-of-two sizes, a few statement shapes, each prepared once.
+	// InsertChunk is the most rows one prepared INSERT carries (default
+	// 1024, at least 64), rounded down to a power of two: a batch is written
+	// in chunks of power-of-two sizes, a few statement shapes, each prepared
+	// once, and the fewer than 64 rows left in one plain INSERT.
 	InsertChunk int
 	// MaxRowsInFlight bounds the rows Commit writes at once (default 1024;
 	// negative: no bound; a larger batch waits for all of it): concurrent
@@ -32,6 +33,7 @@ func (o *Options) setDefaults() {
 	if o.InsertChunk <= 0 {
 		o.InsertChunk = 1024
 	}
+	o.InsertChunk = max(o.InsertChunk, minPrepared)
 	if o.MaxRowsInFlight == 0 {
 		o.MaxRowsInFlight = 1024
 	}
