@@ -87,8 +87,8 @@ func podOrdinal(pod string) (int, bool) {
 
 func (p *parser) worker() Worker {
 	return Worker{
-		Lanes:           p.integer("WORKER_LANES", 16, 1, 1024),
-		BatchSize:       p.integer("WORKER_BATCH_SIZE", 256, 1, 10000),
+		Lanes:           p.integer("WORKER_LANES", 8, 1, 1024),
+		BatchSize:       p.integer("WORKER_BATCH_SIZE", 1024, 1, 10000),
 		BatchWait:       p.duration("WORKER_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
 		MaxInFlight:     p.integer("WORKER_MAX_INFLIGHT", 4096, 1, 1_000_000),
 		CommitInterval:  p.duration("WORKER_COMMIT_INTERVAL", time.Second, 10*time.Millisecond, 5*time.Minute),

@@ -16,8 +16,8 @@ type Config struct {
 	Group    string // consumer group
 	DLQTopic string // dead-letter topic; must differ from Topic
 
-	Lanes     int           // parallel lanes, each one ordered (default 16)
-	BatchSize int           // most items per handler call (default 256)
+	Lanes     int           // parallel lanes, each one ordered (default 8)
+	BatchSize int           // most items per handler call (default 1024)
 	BatchWait time.Duration // how long a lane waits to fill a batch; 0 takes only what is already queued
 	// MaxInFlightPerPartition bounds the messages of a partition between
 	// fetch and commit; a full window pauses that partition's fetch (default 4096).
@@ -50,8 +50,8 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	setInt(&c.Lanes, 16)
-	setInt(&c.BatchSize, 256)
+	setInt(&c.Lanes, 8)
+	setInt(&c.BatchSize, 1024)
 	setInt(&c.MaxInFlightPerPartition, 4096)
 	setDur(&c.CommitInterval, time.Second)
 	setInt(&c.MaxAttempts, 5)
