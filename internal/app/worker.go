@@ -25,6 +25,7 @@ type Worker struct {
 	consumer *consumer.Consumer[event.PaymentSucceeded]
 	schema   *schemaGate
 	http     *httpserver.Server
+	pprof    *httpserver.Server // nil unless PPROF_ADDR is set
 	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
 	HTTPAddr net.Addr
 }
@@ -95,6 +96,12 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 		w.http.AddReadiness("kafka", w.consumer.Ready)
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
 	}
+	if cfg.PprofAddr != "" {
+		w.pprof = httpserver.NewPprof(cfg.PprofAddr, log)
+		if _, err = w.pprof.Listen(); err != nil {
+			return nil, fmt.Errorf("app: PPROF_ADDR=%q: %w", cfg.PprofAddr, err)
+		}
+	}
 	return w, nil
 }
 
@@ -144,8 +151,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	// The ops server, like the lease, stays up while the consumer drains, so
 	// /metrics and /readyz answer until the last commit.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
-	if w.http != nil {
-		g.Go(func() error { return w.http.Run(httpCtx) })
+	for _, srv := range []*httpserver.Server{w.http, w.pprof} {
+		if srv != nil {
+			g.Go(func() error { return srv.Run(httpCtx) })
+		}
 	}
 	g.Go(func() error {
 		defer stopLease()
