@@ -3,72 +3,133 @@ package deployments_test
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
-// manifests are the objects of the Kustomize base, decoded strictly into the
-// Kubernetes API types (an unknown or misplaced field fails the test).
+// manifests are the objects of one rendering (kubectl kustomize of the base,
+// or helm template of the chart), decoded strictly into the Kubernetes API
+// types: an unknown or misplaced field fails the test.
 type manifests struct {
-	images       []string // names the kustomization rewrites
-	statefulSets []*appsv1.StatefulSet
-	services     []*corev1.Service
-	configMaps   map[string]*corev1.ConfigMap
-	secrets      map[string]*corev1.Secret
-	jobs         []*batchv1.Job
-	cronJobs     []*batchv1.CronJob
-	pdbs         []*policyv1.PodDisruptionBudget
+	source          string   // "kustomize" or "helm", for messages
+	images          []string // names the kustomization rewrites
+	statefulSets    []*appsv1.StatefulSet
+	services        []*corev1.Service
+	serviceAccounts []*corev1.ServiceAccount
+	configMaps      map[string]*corev1.ConfigMap
+	secrets         map[string]*corev1.Secret
+	jobs            []*batchv1.Job
+	cronJobs        []*batchv1.CronJob
+	pdbs            []*policyv1.PodDisruptionBudget
+	networkPolicies []*networkingv1.NetworkPolicy
+	serviceMonitors []*serviceMonitor
+	prometheusRules []*prometheusRule
+	secretDir       string // where mounted Secret keys are written for config.Load to read
+}
+
+// serviceMonitor and prometheusRule are the parts of the Prometheus Operator
+// kinds the tests read (its Go types are not a dependency).
+type serviceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path"`
+			Interval string `json:"interval"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+type prometheusRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              ruleFile `json:"spec"`
 }
 
 const k8sDir = "k8s"
 
+// loadManifests renders the Kustomize base as kubectl kustomize does.
 func loadManifests(t *testing.T) *manifests {
 	t.Helper()
+	return renderKustomize(t, filesys.MakeFsOnDisk(), k8sDir)
+}
+
+func renderKustomize(t *testing.T, fs filesys.FileSystem, dir string) *manifests {
+	t.Helper()
 	var kust struct {
-		Resources []string `json:"resources"`
-		Images    []struct {
+		Images []struct {
 			Name string `json:"name"`
 		} `json:"images"`
 	}
-	if err := yaml.Unmarshal(readFile(t, filepath.Join(k8sDir, "kustomization.yaml")), &kust); err != nil {
+	b, err := fs.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &kust); err != nil {
 		t.Fatalf("kustomization.yaml: %v", err)
 	}
-	m := &manifests{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}}
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out, err := resources.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManifests(t, "kustomize")
 	for _, img := range kust.Images {
 		m.images = append(m.images, img.Name)
 	}
-	files, _ := filepath.Glob(filepath.Join(k8sDir, "*.y*ml"))
-	for _, f := range files {
-		if base := filepath.Base(f); base != "kustomization.yaml" && !slices.Contains(kust.Resources, base) {
-			t.Errorf("%s is not in kustomization.yaml's resources", f)
-		}
-	}
-	for _, r := range kust.Resources {
-		for i, doc := range splitYAML(readFile(t, filepath.Join(k8sDir, r))) {
-			if err := m.add(doc); err != nil {
-				t.Errorf("%s (document %d): %v", r, i+1, err)
-			}
-		}
-	}
+	m.addAll(t, out)
 	return m
+}
+
+func newManifests(t *testing.T, source string) *manifests {
+	return &manifests{source: source, configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}, secretDir: t.TempDir()}
+}
+
+func (m *manifests) addAll(t *testing.T, stream []byte) {
+	t.Helper()
+	for i, doc := range splitYAML(stream) {
+		if err := m.add(doc); err != nil {
+			t.Errorf("%s (document %d): %v", m.source, i+1, err)
+		}
+	}
 }
 
 func splitYAML(b []byte) [][]byte {
 	var docs [][]byte
 	for _, d := range bytes.Split(b, []byte("\n---")) {
-		if len(bytes.TrimSpace(d)) > 0 {
+		if len(bytes.TrimSpace(d)) > 0 && len(bytes.TrimSpace(stripComments(d))) > 0 {
 			docs = append(docs, d)
 		}
 	}
 	return docs
+}
+
+func stripComments(b []byte) []byte {
+	var out [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
+			out = append(out, l)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
 }
 
 func (m *manifests) add(doc []byte) error {
@@ -84,6 +145,9 @@ func (m *manifests) add(doc []byte) error {
 	case "v1 Service":
 		o := &corev1.Service{}
 		m.services, obj = append(m.services, o), o
+	case "v1 ServiceAccount":
+		o := &corev1.ServiceAccount{}
+		m.serviceAccounts, obj = append(m.serviceAccounts, o), o
 	case "v1 ConfigMap":
 		o := &corev1.ConfigMap{}
 		obj = o
@@ -101,6 +165,15 @@ func (m *manifests) add(doc []byte) error {
 	case "policy/v1 PodDisruptionBudget":
 		o := &policyv1.PodDisruptionBudget{}
 		m.pdbs, obj = append(m.pdbs, o), o
+	case "networking.k8s.io/v1 NetworkPolicy":
+		o := &networkingv1.NetworkPolicy{}
+		m.networkPolicies, obj = append(m.networkPolicies, o), o
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		o := &serviceMonitor{}
+		m.serviceMonitors, obj = append(m.serviceMonitors, o), o
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		o := &prometheusRule{}
+		m.prometheusRules, obj = append(m.prometheusRules, o), o
 	default:
 		return fmt.Errorf("%s %s: a kind this test does not decode (add it)", tm.APIVersion, tm.Kind)
 	}
@@ -112,6 +185,7 @@ type workload struct {
 	kind, name string
 	pod        *corev1.PodTemplateSpec
 	podNames   []string // the first and the last pod
+	hooks      []string // Helm hooks (helm.sh/hook) of the object
 }
 
 func (m *manifests) workloads() []workload {
@@ -122,26 +196,35 @@ func (m *manifests) workloads() []workload {
 			n = *s.Spec.Replicas
 		}
 		out = append(out, workload{"StatefulSet", s.Name, &s.Spec.Template,
-			[]string{fmt.Sprintf("%s-0", s.Name), fmt.Sprintf("%s-%d", s.Name, n-1)}})
+			[]string{fmt.Sprintf("%s-0", s.Name), fmt.Sprintf("%s-%d", s.Name, n-1)}, nil})
 	}
 	for _, j := range m.jobs {
-		out = append(out, workload{"Job", j.Name, &j.Spec.Template, []string{j.Name + "-x7k2p"}})
+		out = append(out, workload{"Job", j.Name, &j.Spec.Template, []string{j.Name + "-x7k2p"}, hooks(j.ObjectMeta)})
 	}
 	for _, c := range m.cronJobs {
-		out = append(out, workload{"CronJob", c.Name, &c.Spec.JobTemplate.Spec.Template, []string{c.Name + "-29000000-x7k2p"}})
+		out = append(out, workload{"CronJob", c.Name, &c.Spec.JobTemplate.Spec.Template, []string{c.Name + "-29000000-x7k2p"}, nil})
 	}
 	return out
 }
 
-// env is the environment the kubelet gives container c of pod podName.
-func (m *manifests) env(c corev1.Container, podName string) (map[string]string, error) {
+func hooks(o metav1.ObjectMeta) []string {
+	if h := o.Annotations["helm.sh/hook"]; h != "" {
+		return strings.Split(h, ",")
+	}
+	return nil
+}
+
+// env is the environment the kubelet gives container c of pod podName. A
+// variable naming a file of a mounted Secret gets a path where the test wrote
+// that key, so config.Load reads what the pod would.
+func (m *manifests) env(spec *corev1.PodSpec, c corev1.Container, podName string) (map[string]string, error) {
 	env := map[string]string{}
 	for _, from := range c.EnvFrom {
 		switch {
 		case from.ConfigMapRef != nil:
 			cm, ok := m.configMaps[from.ConfigMapRef.Name]
 			if !ok {
-				return nil, fmt.Errorf("envFrom ConfigMap %q is not in the base", from.ConfigMapRef.Name)
+				return nil, fmt.Errorf("envFrom ConfigMap %q is not in the %s output", from.ConfigMapRef.Name, m.source)
 			}
 			for k, v := range cm.Data {
 				env[from.Prefix+k] = v
@@ -149,7 +232,7 @@ func (m *manifests) env(c corev1.Container, podName string) (map[string]string, 
 		case from.SecretRef != nil:
 			s, ok := m.secrets[from.SecretRef.Name]
 			if !ok {
-				return nil, fmt.Errorf("envFrom Secret %q is not in the base", from.SecretRef.Name)
+				return nil, fmt.Errorf("envFrom Secret %q is not in the %s output", from.SecretRef.Name, m.source)
 			}
 			for k, v := range s.Data {
 				env[from.Prefix+k] = string(v)
@@ -177,20 +260,63 @@ func (m *manifests) env(c corev1.Container, podName string) (map[string]string, 
 		case vf.ConfigMapKeyRef != nil:
 			cm, ok := m.configMaps[vf.ConfigMapKeyRef.Name]
 			if !ok {
-				return nil, fmt.Errorf("%s: ConfigMap %q is not in the base", e.Name, vf.ConfigMapKeyRef.Name)
+				return nil, fmt.Errorf("%s: ConfigMap %q is not in the %s output", e.Name, vf.ConfigMapKeyRef.Name, m.source)
 			}
 			env[e.Name] = cm.Data[vf.ConfigMapKeyRef.Key]
 		case vf.SecretKeyRef != nil:
 			s, ok := m.secrets[vf.SecretKeyRef.Name]
 			if !ok {
-				return nil, fmt.Errorf("%s: Secret %q is not in the base", e.Name, vf.SecretKeyRef.Name)
+				return nil, fmt.Errorf("%s: Secret %q is not in the %s output", e.Name, vf.SecretKeyRef.Name, m.source)
 			}
 			env[e.Name] = s.StringData[vf.SecretKeyRef.Key] + string(s.Data[vf.SecretKeyRef.Key])
 		default:
 			return nil, fmt.Errorf("%s: a valueFrom this test does not model", e.Name)
 		}
 	}
+	for k, v := range env {
+		if !strings.HasSuffix(k, "_FILE") {
+			continue
+		}
+		local, err := m.secretFile(spec, c, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%s: %w", k, v, err)
+		}
+		if local != "" {
+			env[k] = local
+		}
+	}
 	return env, nil
+}
+
+// secretFile writes the Secret key that path names inside container c (when
+// a Secret volume is mounted there) to a local file and returns its name.
+func (m *manifests) secretFile(spec *corev1.PodSpec, c corev1.Container, path string) (string, error) {
+	for _, vm := range c.VolumeMounts {
+		key, ok := strings.CutPrefix(path, strings.TrimSuffix(vm.MountPath, "/")+"/")
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+		if i < 0 || spec.Volumes[i].Secret == nil {
+			return "", fmt.Errorf("volume %q is no Secret volume of the pod", vm.Name)
+		}
+		s, ok := m.secrets[spec.Volumes[i].Secret.SecretName]
+		if !ok {
+			return "", fmt.Errorf("Secret %q is not in the %s output", spec.Volumes[i].Secret.SecretName, m.source)
+		}
+		v, ok := s.StringData[key]
+		if !ok {
+			if b, inData := s.Data[key]; inData {
+				v, ok = string(b), true
+			}
+		}
+		if !ok {
+			return "", fmt.Errorf("Secret %q has no key %q", s.Name, key)
+		}
+		local := filepath.Join(m.secretDir, s.Name+"."+key)
+		return local, os.WriteFile(local, []byte(v), 0o600)
+	}
+	return "", nil // not a Secret file: config.Load judges the path
 }
 
 // units are the programs a workload runs, one per container and pod name.
@@ -199,12 +325,12 @@ func (m *manifests) units(t *testing.T, w workload) []unit {
 	var out []unit
 	for _, c := range append(slices.Clone(w.pod.Spec.InitContainers), w.pod.Spec.Containers...) {
 		for _, pod := range w.podNames {
-			env, err := m.env(c, pod)
+			env, err := m.env(&w.pod.Spec, c, pod)
 			if err != nil {
-				t.Errorf("%s/%s container %s: %v", w.kind, w.name, c.Name, err)
+				t.Errorf("%s %s/%s container %s: %v", m.source, w.kind, w.name, c.Name, err)
 				continue
 			}
-			out = append(out, unit{where: fmt.Sprintf("k8s %s/%s (pod %s, container %s)", w.kind, w.name, pod, c.Name),
+			out = append(out, unit{where: fmt.Sprintf("%s %s/%s (pod %s, container %s)", m.source, w.kind, w.name, pod, c.Name),
 				command: append(slices.Clone(c.Command), c.Args...), env: env})
 		}
 	}

@@ -1,8 +1,11 @@
 package deployments_test
 
 import (
+	"bytes"
 	"fmt"
+	iofs "io/fs"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,50 +15,52 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/quotaflow/billing/internal/httpserver"
 )
 
-// Every container of the base runs a program of this repository with an
-// environment config.Load accepts.
+// Every container of both renderings runs a program of this repository with
+// an environment config.Load accepts.
 func TestK8sPrograms(t *testing.T) {
-	m, img := loadManifests(t), parseDockerfile(t)
-	ws := m.workloads()
-	if len(ws) == 0 {
-		t.Fatal("no workloads in the base")
-	}
-	for _, w := range ws {
-		for _, u := range m.units(t, w) {
-			checkUnit(t, u, img)
+	img := parseDockerfile(t)
+	for _, m := range renderings(t) {
+		ws := m.workloads()
+		if len(ws) == 0 {
+			t.Fatalf("%s: no workloads", m.source)
+		}
+		for _, w := range ws {
+			for _, u := range m.units(t, w) {
+				checkUnit(t, u, img)
+			}
 		}
 	}
 }
 
 func TestK8sWorker(t *testing.T) {
-	m := loadManifests(t)
-	workers := 0
-	for _, w := range m.workloads() {
-		if w.kind != "StatefulSet" {
-			continue
-		}
-		s := m.statefulSets[slices.IndexFunc(m.statefulSets, func(x *appsv1.StatefulSet) bool { return x.Name == w.name })]
-		for _, c := range s.Spec.Template.Spec.Containers {
-			if len(c.Command) == 0 || filepath.Base(c.Command[0]) != "billing-worker" {
-				continue
+	for _, m := range renderings(t) {
+		workers := 0
+		for _, s := range m.statefulSets {
+			w := m.workloads()[slices.IndexFunc(m.workloads(), func(x workload) bool { return x.kind == "StatefulSet" && x.name == s.Name })]
+			for _, c := range s.Spec.Template.Spec.Containers {
+				if len(c.Command) == 0 || filepath.Base(c.Command[0]) != "billing-worker" {
+					continue
+				}
+				workers++
+				checkWorkerContainer(t, m, s, c, w.podNames)
 			}
-			workers++
-			checkWorkerContainer(t, m, s, c, w.podNames)
 		}
-	}
-	if workers == 0 {
-		t.Fatal("no StatefulSet runs billing-worker")
+		if workers == 0 {
+			t.Fatalf("%s: no StatefulSet runs billing-worker", m.source)
+		}
 	}
 }
 
 func checkWorkerContainer(t *testing.T, m *manifests, s *appsv1.StatefulSet, c corev1.Container, podNames []string) {
 	t.Helper()
-	where := "StatefulSet/" + s.Name
+	where := m.source + " StatefulSet/" + s.Name
 	for _, e := range c.Env {
 		switch e.Name {
 		case "POD_NAME":
@@ -71,7 +76,7 @@ func checkWorkerContainer(t *testing.T, m *manifests, s *appsv1.StatefulSet, c c
 	ids := map[int]string{}
 	var units []unit
 	for _, pod := range podNames {
-		env, err := m.env(c, pod)
+		env, err := m.env(&s.Spec.Template.Spec, c, pod)
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
 		}
@@ -100,7 +105,7 @@ func checkWorkerContainer(t *testing.T, m *manifests, s *appsv1.StatefulSet, c c
 		name  string
 		probe *corev1.Probe
 		path  string
-	}{{"liveness", c.LivenessProbe, httpserver.PathHealth}, {"readiness", c.ReadinessProbe, httpserver.PathReady}} {
+	}{{"startup", c.StartupProbe, httpserver.PathHealth}, {"liveness", c.LivenessProbe, httpserver.PathHealth}, {"readiness", c.ReadinessProbe, httpserver.PathReady}} {
 		if p.probe == nil || p.probe.HTTPGet == nil {
 			t.Errorf("%s: no HTTP %s probe", where, p.name)
 			continue
@@ -111,6 +116,17 @@ func checkWorkerContainer(t *testing.T, m *manifests, s *appsv1.StatefulSet, c c
 		if got := containerPort(t, c, p.probe.HTTPGet.Port); got != port {
 			t.Errorf("%s: %s probe on port %d, the worker listens on %d", where, p.name, got, port)
 		}
+	}
+	// /healthz answers during the worker-ID lease wait (up to two lease TTLs),
+	// and the startup probe gives the start that long before liveness counts.
+	if sp := c.StartupProbe; sp != nil {
+		budget := time.Duration(sp.PeriodSeconds*sp.FailureThreshold) * time.Second
+		if want := 2*cfg.IDGen.LeaseTTL + 10*time.Second; budget < want {
+			t.Errorf("%s: the startup probe allows %v, the lease wait alone may take %v", where, budget, 2*cfg.IDGen.LeaseTTL)
+		}
+	}
+	if c.LivenessProbe != nil && c.LivenessProbe.InitialDelaySeconds > 0 {
+		t.Errorf("%s: liveness initialDelaySeconds %d: the startup probe covers the start", where, c.LivenessProbe.InitialDelaySeconds)
 	}
 	ann := s.Spec.Template.Annotations
 	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(port) || ann["prometheus.io/path"] != httpserver.PathMetrics {
@@ -155,7 +171,7 @@ func checkWorkerServices(t *testing.T, m *manifests, s *appsv1.StatefulSet, c co
 	t.Helper()
 	labels := s.Spec.Template.Labels
 	if s.Spec.Selector == nil || !selects(s.Spec.Selector.MatchLabels, labels) {
-		t.Errorf("StatefulSet/%s: the selector does not match the pod labels", s.Name)
+		t.Errorf("%s StatefulSet/%s: the selector does not match the pod labels", m.source, s.Name)
 	}
 	var headless, metrics bool
 	for _, svc := range m.services {
@@ -177,124 +193,306 @@ func checkWorkerServices(t *testing.T, m *manifests, s *appsv1.StatefulSet, c co
 		}
 	}
 	if !headless {
-		t.Errorf("StatefulSet/%s: serviceName %q is not a headless Service selecting its pods", s.Name, s.Spec.ServiceName)
+		t.Errorf("%s StatefulSet/%s: serviceName %q is not a headless Service selecting its pods", m.source, s.Name, s.Spec.ServiceName)
 	}
 	if !metrics {
-		t.Errorf("StatefulSet/%s: no Service exposes the http port of its pods", s.Name)
+		t.Errorf("%s StatefulSet/%s: no Service exposes the http port of its pods", m.source, s.Name)
 	}
 	pdb := false
 	for _, p := range m.pdbs {
 		if p.Spec.Selector != nil && selects(p.Spec.Selector.MatchLabels, labels) {
 			pdb = true
 			if p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 {
-				t.Errorf("PodDisruptionBudget/%s: maxUnavailable %v, want 1", p.Name, p.Spec.MaxUnavailable)
+				t.Errorf("%s PodDisruptionBudget/%s: maxUnavailable %v, want 1", m.source, p.Name, p.Spec.MaxUnavailable)
+			}
+			// In an outage every worker is NotReady; the default policy would
+			// then block every node drain.
+			if pol := p.Spec.UnhealthyPodEvictionPolicy; pol == nil || *pol != policyv1.AlwaysAllow {
+				t.Errorf("%s PodDisruptionBudget/%s: unhealthyPodEvictionPolicy %v, want AlwaysAllow", m.source, p.Name, pol)
 			}
 		}
 	}
 	if !pdb {
-		t.Errorf("StatefulSet/%s: no PodDisruptionBudget", s.Name)
+		t.Errorf("%s StatefulSet/%s: no PodDisruptionBudget", m.source, s.Name)
 	}
 }
+
 
 func TestK8sReconcilerCronJob(t *testing.T) {
-	m := loadManifests(t)
-	found := false
-	for _, cj := range m.cronJobs {
-		for _, c := range cj.Spec.JobTemplate.Spec.Template.Spec.Containers {
-			if len(c.Command) == 0 || filepath.Base(c.Command[0]) != "reconciler" {
-				continue
+	var policies [][]batchv1.PodFailurePolicyRule
+	for _, m := range renderings(t) {
+		found := false
+		for _, cj := range m.cronJobs {
+			for _, c := range cj.Spec.JobTemplate.Spec.Template.Spec.Containers {
+				if len(c.Command) == 0 || filepath.Base(c.Command[0]) != "reconciler" {
+					continue
+				}
+				found = true
+				if !slices.Contains(append(c.Command, c.Args...), "--once") {
+					t.Errorf("%s CronJob/%s: the reconciler runs without --once", m.source, cj.Name)
+				}
 			}
-			found = true
-			if !slices.Contains(append(c.Command, c.Args...), "--once") {
-				t.Errorf("CronJob/%s: the reconciler runs without --once", cj.Name)
+			if cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {
+				t.Errorf("%s CronJob/%s: concurrencyPolicy %q, want Forbid", m.source, cj.Name, cj.Spec.ConcurrencyPolicy)
+			}
+			if rp := cj.Spec.JobTemplate.Spec.Template.Spec.RestartPolicy; rp != corev1.RestartPolicyNever {
+				t.Errorf("%s CronJob/%s: restartPolicy %q, want Never (exit codes are results, not crashes)", m.source, cj.Name, rp)
+			}
+			if p := cj.Spec.JobTemplate.Spec.PodFailurePolicy; p != nil {
+				policies = append(policies, p.Rules)
 			}
 		}
-		if cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {
-			t.Errorf("CronJob/%s: concurrencyPolicy %q, want Forbid", cj.Name, cj.Spec.ConcurrencyPolicy)
-		}
-		if rp := cj.Spec.JobTemplate.Spec.Template.Spec.RestartPolicy; rp != corev1.RestartPolicyNever {
-			t.Errorf("CronJob/%s: restartPolicy %q, want Never (exit codes 1 and 2 are results, not crashes)", cj.Name, rp)
+		if !found {
+			t.Errorf("%s: no CronJob runs the reconciler", m.source)
 		}
 	}
-	if !found {
-		t.Error("no CronJob runs the reconciler")
+	// The chart copies the base's exit-code policy: they must not drift apart.
+	for _, p := range policies[1:] {
+		if !reflect.DeepEqual(p, policies[0]) {
+			t.Errorf("the reconciler CronJobs disagree on podFailurePolicy: %+v vs %+v", policies[0], p)
+		}
 	}
 }
 
-func TestK8sMigrateJob(t *testing.T) {
-	m := loadManifests(t)
-	for _, j := range m.jobs {
-		for _, c := range j.Spec.Template.Spec.Containers {
-			if argv := append(slices.Clone(c.Command), c.Args...); len(argv) >= 2 && filepath.Base(argv[0]) == "billingctl" && argv[1] == "migrate" {
-				return
+// Rollout order, as the tools apply each rendering: Helm runs pre-install and
+// pre-upgrade hooks to completion (by weight) before it applies anything else;
+// kubectl applies everything at once; a pod runs its init containers to
+// completion, in order, before its containers. A plain Job therefore races the
+// workers, an init container or a hook does not. Every billing-worker must
+// start after a `billingctl migrate` of its own image has finished. (The
+// worker's schema gate would hold it anyway, internal/app
+// TestWorkerWaitsForSchema; this keeps it from waiting on the rollout itself.)
+func TestK8sRolloutMigratesBeforeWorkersStart(t *testing.T) {
+	isMigrate := func(c corev1.Container) bool {
+		argv := append(slices.Clone(c.Command), c.Args...)
+		return len(argv) >= 2 && filepath.Base(argv[0]) == "billingctl" && argv[1] == "migrate"
+	}
+	for _, m := range renderings(t) {
+		migrated := false // the schema is at the image's version
+		var steps []string
+		run := func(what string, cs []corev1.Container) {
+			for _, c := range cs {
+				if isMigrate(c) {
+					migrated = true
+					steps = append(steps, what+" migrates")
+				}
+			}
+		}
+		for _, w := range m.workloads() { // 1. hooks (every pre-upgrade hook also runs pre-install here)
+			if w.kind == "Job" && slices.Contains(w.hooks, "pre-upgrade") && slices.Contains(w.hooks, "pre-install") {
+				run("hook Job/"+w.name, w.pod.Spec.Containers)
+			}
+		}
+		workers := 0
+		for _, w := range m.workloads() { // 2. everything else, each pod: init containers, then containers
+			if w.hooks != nil {
+				continue
+			}
+			run(w.kind+"/"+w.name+" init", w.pod.Spec.InitContainers)
+			for _, c := range w.pod.Spec.Containers {
+				if len(c.Command) > 0 && filepath.Base(c.Command[0]) == "billing-worker" {
+					workers++
+					if !migrated {
+						t.Errorf("%s %s/%s: billing-worker starts before any migration finished (steps so far: %v)", m.source, w.kind, w.name, steps)
+					}
+				}
+			}
+			if w.kind == "Job" { // a plain Job runs beside the pods: at best after them
+				run("Job/"+w.name, w.pod.Spec.Containers)
+			}
+		}
+		if workers == 0 {
+			t.Errorf("%s: no billing-worker", m.source)
+		}
+		if !migrated {
+			t.Errorf("%s: nothing runs billingctl migrate", m.source)
+		}
+		// A Job applied by kubectl keeps its immutable template: a new image tag
+		// fails the apply. Only hooks (deleted before re-creation) may be Jobs.
+		for _, j := range m.jobs {
+			if hooks(j.ObjectMeta) == nil {
+				t.Errorf("%s Job/%s is applied as a plain Job: its template is immutable, so the next image tag fails kubectl apply", m.source, j.Name)
+			} else if p := j.Annotations["helm.sh/hook-delete-policy"]; !strings.Contains(p, "before-hook-creation") {
+				t.Errorf("%s Job/%s: hook-delete-policy %q lacks before-hook-creation", m.source, j.Name, p)
 			}
 		}
 	}
-	t.Error("no Job runs billingctl migrate")
 }
 
 // Every pod runs as non-root on a read-only root, without capabilities, with
 // requests and limits, from the one image.
 func TestK8sPodHardening(t *testing.T) {
-	m := loadManifests(t)
-	if !slices.Contains(m.images, imageRepo) {
-		t.Errorf("kustomization.yaml images: %v lacks %s (overlays set its tag there)", m.images, imageRepo)
-	}
-	for _, w := range m.workloads() {
-		spec := w.pod.Spec
-		podNonRoot := spec.SecurityContext != nil && spec.SecurityContext.RunAsNonRoot != nil && *spec.SecurityContext.RunAsNonRoot
-		for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
-			where := fmt.Sprintf("%s/%s container %s", w.kind, w.name, c.Name)
-			if repo, _, _ := strings.Cut(c.Image, ":"); repo != imageRepo {
-				t.Errorf("%s: image %q, want %s", where, c.Image, imageRepo)
-			}
-			sc := c.SecurityContext
-			if sc == nil {
-				t.Errorf("%s: no securityContext", where)
-				continue
-			}
-			if !podNonRoot && (sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot) {
-				t.Errorf("%s: runAsNonRoot is not set", where)
-			}
-			if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-				t.Errorf("%s: readOnlyRootFilesystem is not true", where)
-			}
-			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-				t.Errorf("%s: allowPrivilegeEscalation is not false", where)
-			}
-			if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
-				t.Errorf("%s: capabilities do not drop ALL", where)
-			}
-			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-				req, lim := c.Resources.Requests[r], c.Resources.Limits[r]
-				if req.IsZero() || lim.IsZero() {
-					t.Errorf("%s: %s request %v / limit %v, want both", where, r, &req, &lim)
-				} else if req.Cmp(lim) > 0 {
-					t.Errorf("%s: %s request %v above the limit %v", where, r, &req, &lim)
-				}
-			}
+	for _, m := range renderings(t) {
+		if m.source == "kustomize" && !slices.Contains(m.images, imageRepo) {
+			t.Errorf("kustomization.yaml images: %v lacks %s (overlays set its tag there)", m.images, imageRepo)
+		}
+		for _, w := range m.workloads() {
+			checkPodHardening(t, m, w)
 		}
 	}
 }
 
-// The Secret holds only placeholders: real credentials never enter the repository.
-func TestK8sSecretPlaceholders(t *testing.T) {
-	m := loadManifests(t)
-	known := knownVariables()
-	for _, s := range m.secrets {
-		if len(s.Data) > 0 {
-			t.Errorf("Secret/%s: use stringData with CHANGE-ME placeholders, not data", s.Name)
+func checkPodHardening(t *testing.T, m *manifests, w workload) {
+	t.Helper()
+	spec := w.pod.Spec
+	podNonRoot := spec.SecurityContext != nil && spec.SecurityContext.RunAsNonRoot != nil && *spec.SecurityContext.RunAsNonRoot
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("%s %s/%s: automountServiceAccountToken is not false (no program calls the Kubernetes API)", m.source, w.kind, w.name)
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		where := fmt.Sprintf("%s %s/%s container %s", m.source, w.kind, w.name, c.Name)
+		if repo, _, _ := strings.Cut(c.Image, ":"); repo != imageRepo {
+			t.Errorf("%s: image %q, want %s", where, c.Image, imageRepo)
 		}
-		for k, v := range s.StringData {
-			if !strings.Contains(v, "CHANGE-ME") {
-				t.Errorf("Secret/%s: %s is not an obvious CHANGE-ME placeholder", s.Name, k)
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Errorf("%s: no securityContext", where)
+			continue
+		}
+		if !podNonRoot && (sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot) {
+			t.Errorf("%s: runAsNonRoot is not set", where)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s: readOnlyRootFilesystem is not true", where)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s: allowPrivilegeEscalation is not false", where)
+		}
+		if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+			t.Errorf("%s: capabilities do not drop ALL", where)
+		}
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, lim := c.Resources.Requests[r], c.Resources.Limits[r]
+			if req.IsZero() || lim.IsZero() {
+				t.Errorf("%s: %s request %v / limit %v, want both", where, r, &req, &lim)
+			} else if req.Cmp(lim) > 0 {
+				t.Errorf("%s: %s request %v above the limit %v", where, r, &req, &lim)
 			}
-			if !known[k].Secret {
-				t.Errorf("Secret/%s: %s is not a secret variable of config (put it in the ConfigMap)", s.Name, k)
+		}
+		checkMemoryLimit(t, where, c)
+	}
+}
+
+// GOMEMLIMIT is 85–95% of the container's memory limit: the GC works harder
+// near the limit instead of the kernel killing the pod, with room for the
+// memory Go does not count.
+func checkMemoryLimit(t *testing.T, where string, c corev1.Container) {
+	t.Helper()
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
+	if i < 0 {
+		t.Errorf("%s: no GOMEMLIMIT", where)
+		return
+	}
+	v, ok := strings.CutSuffix(c.Env[i].Value, "MiB")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if !ok || err != nil {
+		t.Errorf("%s: GOMEMLIMIT %q, want <n>MiB", where, c.Env[i].Value)
+		return
+	}
+	lim := c.Resources.Limits[corev1.ResourceMemory]
+	if share := float64(n<<20) / float64(lim.Value()); share < 0.85 || share > 0.95 {
+		t.Errorf("%s: GOMEMLIMIT %s is %.0f%% of the memory limit %v, want 85-95%%", where, c.Env[i].Value, share*100, &lim)
+	}
+}
+
+// Secrets reach the programs only as files (*_FILE): never in the pod spec,
+// never in the environment. The Secrets a rendering makes hold placeholders,
+// and every key of one is read through a *_FILE variable config knows.
+func TestK8sSecrets(t *testing.T) {
+	known := knownVariables()
+	for _, m := range renderings(t) {
+		read := map[string]bool{} // secret/key read through a *_FILE variable
+		for _, w := range m.workloads() {
+			for _, c := range append(slices.Clone(w.pod.Spec.InitContainers), w.pod.Spec.Containers...) {
+				where := fmt.Sprintf("%s %s/%s container %s", m.source, w.kind, w.name, c.Name)
+				for _, from := range c.EnvFrom {
+					if from.SecretRef != nil {
+						t.Errorf("%s: envFrom Secret %s puts secrets in the environment; mount it and use *_FILE", where, from.SecretRef.Name)
+					}
+				}
+				for _, e := range c.Env {
+					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+						t.Errorf("%s: %s from a secretKeyRef; mount the Secret and use %s_FILE", where, e.Name, e.Name)
+					}
+				}
+				env, err := m.env(&w.pod.Spec, c, w.podNames[0])
+				if err != nil {
+					t.Errorf("%s: %v", where, err)
+					continue
+				}
+				for k, v := range env {
+					if !strings.HasSuffix(k, "_FILE") || !strings.HasPrefix(v, m.secretDir) {
+						continue
+					}
+					if _, ok := known[k]; !ok {
+						t.Errorf("%s: %s is not a variable config reads", where, k)
+					}
+					read[strings.TrimSuffix(strings.TrimPrefix(v, m.secretDir+"/"), "")] = true
+				}
 			}
+		}
+		for _, s := range m.secrets {
+			if len(s.Data) > 0 {
+				t.Errorf("%s Secret/%s: use stringData with CHANGE-ME placeholders, not data", m.source, s.Name)
+			}
+			for k, v := range s.StringData {
+				if !strings.Contains(v, "CHANGE-ME") {
+					t.Errorf("%s Secret/%s: %s is not an obvious CHANGE-ME placeholder", m.source, s.Name, k)
+				}
+				if !read[s.Name+"."+k] {
+					t.Errorf("%s Secret/%s: key %s is read by no *_FILE variable of any container", m.source, s.Name, k)
+				}
+			}
+		}
+		if len(m.secrets) == 0 {
+			t.Errorf("%s: no Secret (placeholders for the MySQL and Redis passwords)", m.source)
 		}
 	}
-	if len(m.secrets) == 0 {
-		t.Error("the base has no Secret for MYSQL_DSN, REDIS_PASSWORD, KAFKA_SASL_PASSWORD")
+}
+
+// An edit of the configuration changes the pod templates that read it, so
+// applying it rolls the pods: a ConfigMap generator's hash suffix in the
+// base, checksum annotations in the chart.
+func TestK8sConfigChangeRollsPods(t *testing.T) {
+	fs := filesys.MakeFsInMemory()
+	if err := filepath.WalkDir(k8sDir, func(p string, d iofs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		return fs.WriteFile(p, readFile(t, p))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := loadManifests(t)
+	env := readFile(t, filepath.Join(k8sDir, "config.env"))
+	if err := fs.WriteFile(filepath.Join(k8sDir, "config.env"), bytes.Replace(env, []byte("LOG_LEVEL=info"), []byte("LOG_LEVEL=debug"), 1)); err != nil {
+		t.Fatal(err)
+	}
+	after := renderKustomize(t, fs, k8sDir)
+	checkRolls(t, before, after)
+
+	checkRolls(t, renderHelm(t, nil), renderHelm(t, map[string]any{"config": map[string]any{"LOG_LEVEL": "debug"}}))
+	checkRolls(t, renderHelm(t, nil), renderHelm(t, map[string]any{"secrets": map[string]any{"values": map[string]any{"mysql-password": "CHANGE-ME-2"}}}))
+}
+
+func checkRolls(t *testing.T, before, after *manifests) {
+	t.Helper()
+	templates := func(m *manifests) map[string]*corev1.PodTemplateSpec {
+		out := map[string]*corev1.PodTemplateSpec{}
+		for _, w := range m.workloads() {
+			if w.hooks == nil {
+				out[w.kind+"/"+w.name] = w.pod
+			}
+		}
+		return out
+	}
+	b, a := templates(before), templates(after)
+	if len(b) == 0 {
+		t.Fatalf("%s: no workloads", before.source)
+	}
+	for name, pod := range b {
+		if reflect.DeepEqual(pod, a[name]) {
+			t.Errorf("%s %s: the pod template did not change with the configuration: its pods would keep the old one", before.source, name)
+		}
 	}
 }
