@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"time"
 
@@ -26,17 +27,23 @@ type writePath struct {
 	Deductor *deduct.Deductor
 }
 
-func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *workerMetrics, log *zap.Logger) (_ *writePath, err error) {
-	wp := &writePath{}
+func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *workerMetrics, log *zap.Logger) (*writePath, error) {
+	lease, err := acquireLease(ctx, cfg, svc, m.idgen, log)
+	if err != nil {
+		return nil, err
+	}
+	return buildWritePath(cfg, cfg.IDGen.WorkerID, lease, svc, m, log)
+}
+
+// buildWritePath assembles the write path on a leased worker ID.
+func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *services, m *workerMetrics, log *zap.Logger) (_ *writePath, err error) {
+	wp := &writePath{lease: lease}
 	defer func() {
 		if err != nil {
 			wp.close()
 		}
 	}()
-	if wp.lease, err = acquireLease(ctx, cfg, svc, m.idgen, log); err != nil {
-		return nil, err
-	}
-	gen, err := idgen.New(cfg.IDGen.WorkerID, idgen.Options{Lease: wp.lease, Metrics: m.idgen})
+	gen, err := idgen.New(workerID, idgen.Options{Lease: wp.lease, Metrics: m.idgen})
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +74,7 @@ func (wp *writePath) close() {
 // lease) retries for up to two lease TTLs and then fails, naming the holder,
 // rather than taking it.
 func acquireLease(ctx context.Context, cfg config.Config, svc *services, m *idgen.Metrics, log *zap.Logger) (lease *idgen.Lease, err error) {
-	holder := idgen.Holder{Pod: cfg.IDGen.PodName, IP: cfg.IDGen.PodIP, Since: time.Now().UTC()}
-	if holder.Pod == "" {
-		host, _ := os.Hostname()
-		holder.Pod = fmt.Sprintf("%s/pid-%d", host, os.Getpid())
-	}
+	holder := holderOf(cfg)
 	ttl := cfg.IDGen.LeaseTTL
 	bo := backoff.WithMaxRetries(backoff.NewConstantBackOff(ttl/3), 6) // two TTLs
 	err = backoff.RetryNotify(func() error {
@@ -90,14 +93,64 @@ func acquireLease(ctx context.Context, cfg config.Config, svc *services, m *idge
 	return lease, nil
 }
 
-// OperatorWorkerID is the Snowflake worker ID billingctl leases when the
-// environment names none: the top of the range, kept free of workers.
-const OperatorWorkerID = 1023
+// holderOf names this process in a lease: the pod, else host and pid.
+func holderOf(cfg config.Config) idgen.Holder {
+	holder := idgen.Holder{Pod: cfg.IDGen.PodName, IP: cfg.IDGen.PodIP, Since: time.Now().UTC()}
+	if holder.Pod == "" {
+		host, _ := os.Hostname()
+		holder.Pod = fmt.Sprintf("%s/pid-%d", host, os.Getpid())
+	}
+	return holder
+}
+
+// The Snowflake worker IDs billingctl leases from when the environment names
+// none: the top of the range, kept free of workers. Each command holds one
+// for its lifetime and releases it at exit, so up to OperatorWorkerIDCount
+// commands run at once and more wait only for one to finish.
+const (
+	OperatorWorkerIDBase  = 1008
+	OperatorWorkerIDCount = 16
+)
+
+// acquireFromPool leases the first free worker ID of the operator pool,
+// starting at a random one so parallel commands seldom collide. An ID whose
+// previous holder's high-water mark is still ahead (it crashed without
+// releasing) is passed over like a held one. When every ID is taken it tries
+// again, for up to two lease TTLs.
+func acquireFromPool(ctx context.Context, cfg config.Config, svc *services, m *idgen.Metrics, log *zap.Logger) (lease *idgen.Lease, id int, err error) {
+	holder, ttl := holderOf(cfg), cfg.IDGen.LeaseTTL
+	first := rand.IntN(OperatorWorkerIDCount)
+	tryAll := func() error {
+		var errs []error
+		for i := range OperatorWorkerIDCount {
+			id = OperatorWorkerIDBase + (first+i)%OperatorWorkerIDCount
+			lease, err = idgen.AcquireLease(ctx, svc.Redis, svc.Keys, id, holder, log, idgen.LeaseOptions{TTL: ttl, Metrics: m})
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, idgen.ErrWorkerHeld), errors.Is(err, idgen.ErrStartWaitTooLong):
+				errs = append(errs, err)
+			default:
+				return backoff.Permanent(err)
+			}
+		}
+		return fmt.Errorf("app: every operator worker ID %d..%d is in use: %w", OperatorWorkerIDBase,
+			OperatorWorkerIDBase+OperatorWorkerIDCount-1, errors.Join(errs...))
+	}
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(50*time.Millisecond), backoff.WithMaxInterval(ttl/3),
+		backoff.WithMaxElapsedTime(2*ttl))
+	if err := backoff.Retry(tryAll, backoff.WithContext(bo, ctx)); err != nil {
+		return nil, 0, err
+	}
+	log.Info("leased Snowflake worker ID", zap.Int("worker_id", id), zap.String("source", "billingctl pool"))
+	return lease, id, nil
+}
 
 // Operator is the write path for people: quota grants and views, with its own
-// leased worker ID (IDGEN_WORKER_ID, or OperatorWorkerID).
+// leased worker ID (IDGEN_WORKER_ID, or a free one of the operator pool).
 type Operator struct {
-	svc *services
+	WorkerID int // the leased Snowflake worker ID
+	svc      *services
 	*writePath
 	stopLease context.CancelFunc
 	leaseDone chan error
@@ -105,21 +158,30 @@ type Operator struct {
 
 // NewOperator opens the services and leases a worker ID.
 func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Operator, err error) {
-	if cfg.IDGen.WorkerID < 0 {
-		cfg.IDGen.WorkerID, cfg.IDGen.Source = OperatorWorkerID, "billingctl default"
-	}
 	svc, err := openServices(ctx, cfg, "billingctl", log)
 	if err != nil {
 		return nil, err
 	}
 	m, _ := registerAll(nil) // with no registry it cannot fail
-	wp, err := newWritePath(ctx, cfg, svc, m, log)
+	var wp *writePath
+	id := cfg.IDGen.WorkerID
+	if id >= 0 {
+		wp, err = newWritePath(ctx, cfg, svc, m, log)
+	} else {
+		var lease *idgen.Lease
+		if lease, id, err = acquireFromPool(ctx, cfg, svc, m.idgen, log); err == nil {
+			wp, err = buildWritePath(cfg, id, lease, svc, m, log)
+			if err != nil {
+				_ = lease.Release(context.WithoutCancel(ctx))
+			}
+		}
+	}
 	if err != nil {
 		svc.Close()
 		return nil, err
 	}
 	leaseCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	op := &Operator{svc: svc, writePath: wp, stopLease: stop, leaseDone: make(chan error, 1)}
+	op := &Operator{WorkerID: id, svc: svc, writePath: wp, stopLease: stop, leaseDone: make(chan error, 1)}
 	go func() { op.leaseDone <- wp.lease.Run(leaseCtx) }()
 	return op, nil
 }

@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/quotaflow/billing/internal/config"
+	"github.com/quotaflow/billing/internal/testenv"
+)
+
+// Operator commands (billingctl quota grant) run in parallel: each leases its
+// own worker ID of the pool for its lifetime, none waits for another's lease.
+// One fixed ID made the second of two parallel grants wait a third of the
+// lease TTL (10 s by default).
+func TestParallelOperatorsDoNotSerialize(t *testing.T) {
+	db, r := testenv.NewMySQL(t), testenv.NewRedis(t)
+	env := map[string]string{"MYSQL_DSN": db.DSN, "REDIS_ADDR": r.Addr, "REDIS_KEY_PREFIX": r.Keys.Prefix(), "IDGEN_LEASE_TTL": "30s"}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 6
+	start := time.Now()
+	ops := make([]*Operator, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			op, err := NewOperator(ctx, cfg, zaptest.NewLogger(t))
+			if err != nil {
+				errs <- err
+				return
+			}
+			ops[i] = op
+			m := fmt.Sprintf("m-%d", i)
+			if _, err := op.Deductor.Grant(ctx, m, 100, "grant-"+m); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	close(errs)
+	ids := map[int]bool{}
+	closed := false
+	closeAll := func() {
+		if closed {
+			return
+		}
+		closed = true
+		for _, op := range ops {
+			if op != nil {
+				if err := op.Close(); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	defer closeAll()
+	for _, op := range ops {
+		if op != nil {
+			ids[op.WorkerID] = true
+		}
+	}
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// All six held their leases at once, each on its own ID of the pool.
+	if len(ids) != n {
+		t.Fatalf("worker IDs %v: want %d distinct", ids, n)
+	}
+	for id := range ids {
+		if id < OperatorWorkerIDBase || id >= OperatorWorkerIDBase+OperatorWorkerIDCount {
+			t.Fatalf("worker ID %d outside the operator pool", id)
+		}
+	}
+	if took > 5*time.Second {
+		t.Fatalf("%d parallel grants took %s: they waited for each other", n, took)
+	}
+	var credits int
+	if err := db.DB.Raw("SELECT COUNT(*) FROM quota_ledger WHERE kind = 'credit'").Scan(&credits).Error; err != nil || credits != n {
+		t.Fatalf("%d credit rows (%v), want %d", credits, err, n)
+	}
+	// A released ID is free again at once: a next command does not wait either.
+	closeAll()
+	start = time.Now()
+	op, err := NewOperator(ctx, cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("a command after the others took %s to lease", took)
+	}
+}
