@@ -21,7 +21,7 @@ func TestSummarizeFoldsCopies(t *testing.T) {
 	c.seed(t, seeds)
 	c.seed(t, []seed{copyOf(seeds[1])}) // conf-m1, on DLQ partition 0
 	var listed []Entry
-	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, func(e Entry) error { listed = append(listed, e); return nil })
+	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, Filter{}, func(e Entry) error { listed = append(listed, e); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestReplaySendsCopiesOnce(t *testing.T) {
 		t.Log("KAFKA_BROKERS is set: no compaction on demand; the copies stay")
 	} else {
 		c.k.Cluster.Compact()
-		if s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, nil); err != nil || s.Copies != 0 || s.Total != 8 {
+		if s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, Filter{}, nil); err != nil || s.Copies != 0 || s.Total != 8 {
 			t.Fatalf("after compaction: %+v %v, want 8 messages and no copies", s, err)
 		}
 	}

@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -20,6 +21,9 @@ type Filter struct {
 	Partitions []int     // DLQ partitions
 	OffsetFrom int64     // lowest DLQ offset, inclusive (0: from the start)
 	OffsetEnd  int64     // DLQ offset bound, exclusive (0: none); --offset-to N is OffsetEnd N+1
+	// ReplayCounts selects records by how many times their payload was
+	// replayed before (Record.ReplayCount): 0 never, 1 once, ...
+	ReplayCounts []int
 }
 
 // TimeBound is a point in time as the operator wrote it: Spec keeps the text
@@ -50,6 +54,9 @@ func (f Filter) problems() problems {
 	for _, p := range f.Partitions {
 		errs.add(p < 0, "partition %d is negative", p)
 	}
+	for _, n := range f.ReplayCounts {
+		errs.add(n < 0, "replay count %d is negative", n)
+	}
 	return errs
 }
 
@@ -73,6 +80,7 @@ func (f Filter) match(e Entry) bool {
 	case len(f.Partitions) > 0 && !slices.Contains(f.Partitions, e.Partition):
 	case e.Offset < f.OffsetFrom:
 	case f.OffsetEnd > 0 && e.Offset >= f.OffsetEnd:
+	case len(f.ReplayCounts) > 0 && (e.Err != nil || !slices.Contains(f.ReplayCounts, e.ReplayCount)):
 	default:
 		return true
 	}
@@ -97,6 +105,12 @@ func (f Filter) narrow(rs []Range) []Range {
 	return out
 }
 
+// Validate reports every problem of the filter at once.
+func (f Filter) Validate() error { return errors.Join(f.problems()...) }
+
+// String is the canonical text of the selection ("all" for the zero Filter).
+func (f Filter) String() string { return f.key() }
+
 // key is the canonical text of the selection: the same filter, however its
 // lists were ordered or repeated, gives the same key.
 func (f Filter) key() string {
@@ -119,6 +133,7 @@ func (f Filter) key() string {
 	if f.OffsetEnd > 0 {
 		add("offset-to", strconv.FormatInt(f.OffsetEnd-1, 10))
 	}
+	add("replay-count", sortedText(f.ReplayCounts, strconv.Itoa)...)
 	return cmp.Or(strings.Join(parts, " "), "all")
 }
 

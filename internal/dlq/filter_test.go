@@ -1,7 +1,6 @@
 package dlq
 
 import (
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -37,6 +36,8 @@ func TestFilterMatch(t *testing.T) {
 		{"offset from above", Filter{OffsetFrom: 41}, false},
 		{"offset end above", Filter{OffsetEnd: 41}, true},
 		{"offset end equal is out", Filter{OffsetEnd: 40}, false},
+		{"replay count hit", Filter{ReplayCounts: []int{0, 1}}, true},
+		{"replay count miss", Filter{ReplayCounts: []int{2}}, false},
 		{"all together", Filter{Classes: []Class{ClassConflict}, Merchants: []string{"m-1"}, EventIDs: []string{"evt-1"},
 			Since: TimeBound{At: at(-1)}, Until: TimeBound{At: at(1)}, Partitions: []int{2}, OffsetFrom: 40, OffsetEnd: 41}, true},
 		{"all but one", Filter{Classes: []Class{ClassConflict}, Merchants: []string{"m-2"}, EventIDs: []string{"evt-1"}}, false},
@@ -64,6 +65,8 @@ func TestFilterKeyIsCanonical(t *testing.T) {
 		{"offsets differ", Filter{OffsetFrom: 1}, Filter{OffsetFrom: 2}, false},
 		{"merchant vs event id", Filter{Merchants: []string{"x"}}, Filter{EventIDs: []string{"x"}}, false},
 		{"partitions", Filter{Partitions: []int{1, 0}}, Filter{Partitions: []int{0, 1}}, true},
+		{"replay counts", Filter{ReplayCounts: []int{2, 0}}, Filter{ReplayCounts: []int{0, 2}}, true},
+		{"replay count vs none", Filter{ReplayCounts: []int{0}}, Filter{}, false},
 		{"absolute time without spec", Filter{Until: TimeBound{At: filterNow}}, Filter{Until: TimeBound{Spec: "2026-11-29T12:00:00Z", At: filterNow}}, true},
 	}
 	for _, tt := range tests {
@@ -116,10 +119,11 @@ func TestFilterValidate(t *testing.T) {
 		{"window", Filter{Since: TimeBound{At: filterNow}, Until: TimeBound{At: filterNow.Add(time.Second)}}, true},
 		{"backward window", Filter{Since: TimeBound{At: filterNow}, Until: TimeBound{At: filterNow}}, false},
 		{"negative partition", Filter{Partitions: []int{-1}}, false},
+		{"negative replay count", Filter{ReplayCounts: []int{-1}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := errors.Join(tt.f.problems()...); (err == nil) != tt.ok {
+			if err := tt.f.Validate(); (err == nil) != tt.ok {
 				t.Fatalf("Validate = %v, want ok=%v", err, tt.ok)
 			}
 		})

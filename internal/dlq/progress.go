@@ -43,7 +43,7 @@ func openProgress(path, selection string, write bool) (*progress, error) {
 	var err error
 	if write {
 		if p.f, err = lockFile(path); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("dlq: progress file: %w", err)
 		}
 		b, err = io.ReadAll(p.f)
 	} else if b, err = os.ReadFile(path); errors.Is(err, fs.ErrNotExist) {

@@ -52,7 +52,7 @@ func TestReplayedRecordFailingAgainReturnsRaised(t *testing.T) {
 		dm.Topic, dm.Partition = c.dlqTopic, 0
 		c.write(t, dm)
 	}
-	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, nil)
+	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, Filter{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 // copies of it the topic holds.
 type Summary struct {
 	Topic      string         `json:"topic"`
+	Selection  string         `json:"selection"`  // the filter's canonical text: "all" for every record
 	Partitions []Range        `json:"partitions"` // what was read: first offset to the high watermark at start
 	Total      int            `json:"total"`      // messages, readable or not
 	Copies     int            `json:"copies"`     // records beyond the first of their message, not counted elsewhere
@@ -46,12 +47,18 @@ func (s *Summary) add(e Entry) {
 }
 
 // Summarize reads topic twice: to count each message's copies, then to count
-// the messages and hand each (its first record, Copies set) to each, if set.
-func (c *Client) Summarize(ctx context.Context, topic string, each func(Entry) error) (*Summary, error) {
+// the messages f selects and hand each (its first record, Copies set) to
+// each, if set. The filter is the one Replay takes, so a listing shows exactly
+// what a replay with the same filter would consider.
+func (c *Client) Summarize(ctx context.Context, topic string, f Filter, each func(Entry) error) (*Summary, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
 	ranges, err := c.watermarks(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
+	ranges = f.narrow(ranges)
 	copies := map[string]int{}
 	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
 		copies[identity(FromMessage(m))]++
@@ -60,7 +67,7 @@ func (c *Client) Summarize(ctx context.Context, topic string, each func(Entry) e
 	if err != nil {
 		return nil, err
 	}
-	s := &Summary{Topic: topic, Partitions: ranges, ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{}}
+	s := &Summary{Topic: topic, Selection: f.key(), Partitions: ranges, ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{}}
 	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
 		e := inspect(m)
 		id := identity(e.Record, e.Err)
@@ -70,6 +77,9 @@ func (c *Client) Summarize(ctx context.Context, topic string, each func(Entry) e
 			return nil
 		}
 		e.Copies, copies[id] = max(n, 1), 0
+		if !f.match(e) {
+			return nil
+		}
 		s.add(e)
 		if each != nil {
 			return each(e)

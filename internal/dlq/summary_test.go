@@ -15,7 +15,7 @@ func TestSummarize(t *testing.T) {
 	c.write(t, kafka.Message{Topic: c.dlqTopic, Partition: 1, Key: []byte("m-9"), Value: []byte("stray"), Time: baseTime.Add(90 * time.Minute)})
 
 	var listed []Entry
-	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, func(e Entry) error { listed = append(listed, e); return nil })
+	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, Filter{}, func(e Entry) error { listed = append(listed, e); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestSummarizeIsBoundedAndJoinsNoGroup(t *testing.T) {
 	c := newCluster(t)
 	c.seed(t, standardSeeds())
 	var n int
-	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, func(e Entry) error {
+	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, Filter{}, func(e Entry) error {
 		if n++; n == 1 { // the DLQ grows while we read it
 			c.seed(t, standardSeeds()[:3])
 		}
