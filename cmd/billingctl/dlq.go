@@ -3,12 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/dial"
 	"github.com/quotaflow/billing/internal/dlq"
@@ -23,39 +23,96 @@ import (
 
 const dlqUsage = `billingctl dlq: inspect and replay the dead-letter topic (KAFKA_DLQ_TOPIC)
 
-  billingctl dlq ls [--list] [--output text|json] [--top N] [--topic DLQ]
-  billingctl dlq replay [--error-class C,..] [--merchant M,..] [--event-id E,..]
-                        [--since T] [--until T] [--partition P,..] [--offset-from N] [--offset-to N]
-                        [--limit N] [--dry-run] [--rate N] [--to-topic T] [--job-id ID]
+  billingctl dlq ls [filters] [--list] [--output text|json] [--top N] [--topic DLQ]
+  billingctl dlq replay [filters] [--limit N] [--dry-run] [--rate N] [--to-topic T] [--job-id ID]
                         [--max-replays N] [--progress-file F] [--restart] [--output text|json]
 
+Filters, the same for both: --error-class C,.. --merchant M,.. --event-id E,..
+--since T --until T --partition P,.. --offset-from N --offset-to N --replay-count N,..
 Times are RFC 3339 (2026-11-29T07:00:00Z) or a duration ago (90m, 2h, 7d), on the
 time a record was dead-lettered. Records of one provenance (a message dead-lettered
 more than once) are one message: listed once with their copies, sent once. Neither
-command joins a consumer group.
+command joins a consumer group. Run 'billingctl dlq COMMAND --help' for its flags.
 `
 
-func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "billingctl dlq", dlqUsage, map[string]command{"ls": runDLQList, "replay": runDLQReplay}, args, stdout, stderr)
+const lsUsage = `billingctl dlq ls: summarize (and with --list, list) the dead-letter topic
+
+  billingctl dlq ls [filters] [--list] [--output text|json] [--top N] [--topic DLQ]
+
+The filters select exactly what 'dlq replay' with the same filters would consider.
+Exit codes: 0 listed, 1 failed, 2 bad command line or environment.
+`
+
+const replayUsage = `billingctl dlq replay: send dead-lettered messages back to their topic
+
+  billingctl dlq replay [filters] [--limit N] [--dry-run] [--rate N] [--to-topic T] [--job-id ID]
+                        [--max-replays N] [--progress-file F] [--restart] [--output text|json]
+
+What each selection's job sent is appended to a progress file after every
+acknowledged batch (default DLQ_STATE_DIR/dlq-replay-<dlq-topic>.jsonl), so a
+second run sends nothing twice, an interrupted run resumes, and --restart begins
+a new job. Exit codes: 0 done (refused records are reported, not failures),
+1 failed (what failed and what was sent before are printed), 2 bad command line
+or environment.
+`
+
+func (c *ctl) runDLQ(ctx context.Context, args []string) error {
+	return cli.Dispatch(ctx, "billingctl dlq", dlqUsage, []cli.Command{
+		{Name: "ls", Run: c.runDLQList}, {Name: "replay", Run: c.runDLQReplay},
+	}, args, c.stdout, c.stderr)
 }
 
-func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dlq ls", stderr)
+// filterFlags are the record filters: one registration for ls and replay,
+// so the two commands always take the same ones.
+type filterFlags struct {
+	classes, merchants, events, since, until, partitions, replayCounts string
+	offsetFrom, offsetTo                                                int64
+}
+
+func (f *filterFlags) register(fs *cli.FlagSet) {
+	fs.StringVar(&f.classes, "error-class", "", "only these error classes, comma-separated (invalid, conflict, refused, exhausted)")
+	fs.StringVar(&f.merchants, "merchant", "", "only these merchants, comma-separated")
+	fs.StringVar(&f.events, "event-id", "", "only these event ids, comma-separated")
+	fs.StringVar(&f.since, "since", "", "only records dead-lettered at or after T (RFC 3339 or a duration ago)")
+	fs.StringVar(&f.until, "until", "", "only records dead-lettered before T (RFC 3339 or a duration ago)")
+	fs.StringVar(&f.partitions, "partition", "", "only these DLQ partitions, comma-separated")
+	fs.Int64Var(&f.offsetFrom, "offset-from", -1, "lowest DLQ offset, inclusive")
+	fs.Int64Var(&f.offsetTo, "offset-to", -1, "highest DLQ offset, inclusive")
+	fs.StringVar(&f.replayCounts, "replay-count", "", "only records replayed this many times before, comma-separated (0: never)")
+}
+
+// filter parses the flags into a validated filter.
+func (f *filterFlags) filter(now time.Time) (dlq.Filter, error) {
+	flt, err := parseFilter(f.classes, f.merchants, f.events, f.since, f.until, f.partitions, f.replayCounts, f.offsetFrom, f.offsetTo, now)
+	if err != nil {
+		return flt, err
+	}
+	return flt, flt.Validate()
+}
+
+func (c *ctl) runDLQList(ctx context.Context, args []string) error {
+	fs := c.flags("dlq ls", lsUsage)
+	var ff filterFlags
+	ff.register(fs)
 	list := fs.Bool("list", false, "print one line per record")
-	output := fs.String("output", "text", "text or json")
 	top := fs.Int("top", 20, "merchants shown in the text summary (0: all)")
 	topic := fs.String("topic", "", "DLQ topic (default KAFKA_DLQ_TOPIC)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || !validOutput(*output) {
-		return usageError(fs, stderr, "")
+	output := fs.Output()
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	c, cfg, err := dlqClient()
+	f, err := ff.filter(time.Now())
+	if err != nil {
+		return fs.Fail("%v", err)
+	}
+	dc, cfg, err := c.dlqClient()
 	if err != nil {
 		return err
 	}
 	*topic = cmp.Or(*topic, cfg.Kafka.DLQTopic)
-	if *output == "json" {
-		j := newJSONList(stdout, *list)
-		s, err := c.Summarize(ctx, *topic, j.add)
+	if *output == cli.JSON {
+		j := newJSONList(c.stdout, *list)
+		s, err := dc.Summarize(ctx, *topic, f, j.add)
 		if err != nil {
 			return err
 		}
@@ -63,81 +120,104 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var each func(dlq.Entry) error
 	if *list {
-		fmt.Fprint(stdout, listHeader)
-		each = func(e dlq.Entry) error { return writeListLine(stdout, e) }
+		fmt.Fprint(c.stdout, listHeader)
+		each = func(e dlq.Entry) error { return writeListLine(c.stdout, e) }
 	}
-	s, err := c.Summarize(ctx, *topic, each)
+	s, err := dc.Summarize(ctx, *topic, f, each)
 	if err == nil && *list {
-		fmt.Fprintln(stdout)
+		fmt.Fprintln(c.stdout)
 	}
 	if err != nil {
 		return err
 	}
-	return writeSummary(stdout, s, *top)
+	return writeSummary(c.stdout, s, *top)
 }
 
-func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dlq replay", stderr)
+func (c *ctl) runDLQReplay(ctx context.Context, args []string) error {
+	fs := c.flags("dlq replay", replayUsage)
 	var o dlq.ReplayOptions
-	var classes, merchants, events, since, until, partitions string
-	offsetFrom, offsetTo := int64(-1), int64(-1)
-	fs.StringVar(&classes, "error-class", "", "only these error classes, comma-separated (invalid, conflict, refused, exhausted)")
-	fs.StringVar(&merchants, "merchant", "", "only these merchants, comma-separated")
-	fs.StringVar(&events, "event-id", "", "only these event ids, comma-separated")
-	fs.StringVar(&since, "since", "", "only records dead-lettered at or after T (RFC 3339 or a duration ago)")
-	fs.StringVar(&until, "until", "", "only records dead-lettered before T (RFC 3339 or a duration ago)")
-	fs.StringVar(&partitions, "partition", "", "only these DLQ partitions, comma-separated")
-	fs.Int64Var(&offsetFrom, "offset-from", -1, "lowest DLQ offset, inclusive")
-	fs.Int64Var(&offsetTo, "offset-to", -1, "highest DLQ offset, inclusive")
+	var ff filterFlags
+	ff.register(fs)
 	fs.IntVar(&o.Limit, "limit", 0, "send at most N records in this run (0: all)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print exactly what would be sent; send and record nothing")
 	fs.Float64Var(&o.Rate, "rate", 0, "at most N messages per second (0: unlimited)")
 	fs.StringVar(&o.ToTopic, "to-topic", "", "send here instead of each record's original topic")
 	fs.StringVar(&o.JobID, "job-id", "", "replay.job_id header (default: the resumed job's, or generated)")
 	fs.IntVar(&o.MaxReplays, "max-replays", dlq.DefaultMaxReplays, "refuse records already replayed this many times")
-	fs.StringVar(&o.ProgressFile, "progress-file", "", "progress file (default ./dlq-replay-<dlq-topic>.jsonl)")
+	fs.StringVar(&o.ProgressFile, "progress-file", "", "progress file (default DLQ_STATE_DIR/dlq-replay-<dlq-topic>.jsonl)")
 	fs.BoolVar(&o.Restart, "restart", false, "begin a new job for this selection: send again what its stored job sent")
 	fs.IntVar(&o.BatchSize, "batch-size", 100, "messages per acknowledged write")
-	output := fs.String("output", "text", "text or json")
 	topic := fs.String("topic", "", "DLQ topic (default KAFKA_DLQ_TOPIC)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || !validOutput(*output) {
-		return usageError(fs, stderr, "")
+	output := fs.Output()
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
 	var err error
-	if o.Filter, err = parseFilter(classes, merchants, events, since, until, partitions, offsetFrom, offsetTo, time.Now()); err != nil {
-		return usageError(fs, stderr, err.Error())
+	if o.Filter, err = ff.filter(time.Now()); err != nil {
+		return fs.Fail("%v", err)
 	}
-	c, cfg, err := dlqClient()
+	dc, cfg, err := c.dlqClient()
 	if err != nil {
 		return err
 	}
 	o.DLQTopic = cmp.Or(*topic, cfg.Kafka.DLQTopic)
-	o.ProgressFile = cmp.Or(o.ProgressFile, "dlq-replay-"+o.DLQTopic+".jsonl")
+	if o.ProgressFile == "" && !o.DryRun {
+		dir, err := stateDir(c.getenv)
+		if err != nil {
+			return err
+		}
+		o.ProgressFile = filepath.Join(dir, "dlq-replay-"+o.DLQTopic+".jsonl")
+	}
 	if err := o.Validate(); err != nil {
-		return usageError(fs, stderr, err.Error())
+		return fs.Fail("%v", err)
 	}
 
-	plan := &planPrinter{w: stdout, json: *output == "json"}
+	plan := &planPrinter{w: c.stdout, json: *output == cli.JSON}
 	var obs dlq.Observer = plan
 	var bar *progressObserver
 	if !o.DryRun {
-		bar = &progressObserver{w: stderr, terminal: isTerminal(stderr), interval: time.Second}
+		bar = &progressObserver{w: c.stderr, terminal: isTerminal(c.stderr), interval: time.Second}
 		obs = bar
 	}
-	rep, err := c.Replay(ctx, o, obs)
+	rep, err := dc.Replay(ctx, o, obs)
 	if bar != nil {
 		bar.finish()
 	}
-	if perr := cmp.Or(writeReport(stdout, *output, rep, plan.planned), plan.err); perr != nil && err == nil {
-		err = perr
-	}
 	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("replay interrupted after %d acknowledged message(s); run the same command to resume: %w", rep.Sent, err)
+		err = fmt.Errorf("interrupted: %w", err)
+	}
+	if err != nil {
+		err = fmt.Errorf("replay failed: %w", err)
+	}
+	if perr := cmp.Or(writeReport(c.stdout, *output, rep, plan.planned, err), plan.err); perr != nil && err == nil {
+		err = perr
 	}
 	return err
 }
 
-func parseFilter(classes, merchants, events, since, until, partitions string, offsetFrom, offsetTo int64, now time.Time) (dlq.Filter, error) {
+// stateDir is where replay progress is kept: DLQ_STATE_DIR, else the user's
+// state directory ($XDG_STATE_HOME or ~/.local/state) under billing. It is
+// created if missing. The working directory is never used: a container's is
+// gone with the container, or read-only.
+func stateDir(getenv func(string) string) (string, error) {
+	dir := getenv("DLQ_STATE_DIR")
+	if dir == "" {
+		base := getenv("XDG_STATE_HOME")
+		if home := getenv("HOME"); base == "" && home != "" {
+			base = filepath.Join(home, ".local", "state")
+		}
+		if base == "" {
+			return "", errors.New("no directory for replay progress: set DLQ_STATE_DIR (or pass --progress-file)")
+		}
+		dir = filepath.Join(base, "billing")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("DLQ_STATE_DIR: %w", err)
+	}
+	return dir, nil
+}
+
+func parseFilter(classes, merchants, events, since, until, partitions, replayCounts string, offsetFrom, offsetTo int64, now time.Time) (dlq.Filter, error) {
 	var f dlq.Filter
 	var errs []error
 	var err error
@@ -160,6 +240,13 @@ func parseFilter(classes, merchants, events, since, until, partitions string, of
 			errs = append(errs, fmt.Errorf("--partition %q is not a number", p))
 		}
 		f.Partitions = append(f.Partitions, n)
+	}
+	for _, c := range splitList(replayCounts) {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("--replay-count %q is not a number of replays", c))
+		}
+		f.ReplayCounts = append(f.ReplayCounts, n)
 	}
 	f.OffsetFrom = max(offsetFrom, 0)
 	if offsetTo >= 0 {
@@ -194,20 +281,29 @@ func parseTimeBound(spec string, now time.Time) (dlq.TimeBound, error) {
 	return dlq.TimeBound{Spec: spec, At: now.Add(-d).UTC()}, nil
 }
 
-func writeReport(w io.Writer, output string, rep dlq.Report, planned []plannedView) error {
-	if output == "json" {
+// writeReport writes the replay's report; failed is the run's error, if any,
+// told with what was done before it.
+func writeReport(w io.Writer, output string, rep dlq.Report, planned []plannedView, failed error) error {
+	if output == cli.JSON {
 		doc := struct {
 			Report  dlq.Report    `json:"report"`
 			Planned []plannedView `json:"planned,omitempty"`
-		}{rep, planned}
+			Error   string        `json:"error,omitempty"`
+		}{Report: rep, Planned: planned}
 		if rep.DryRun && doc.Planned == nil {
 			doc.Planned = []plannedView{}
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(doc)
+		if failed != nil {
+			doc.Error = failed.Error()
+		}
+		return writeJSON(w, doc)
 	}
 	var b strings.Builder
+	if failed != nil && rep.JobID == "" { // failed before a job began: nothing was sent
+		fmt.Fprintf(&b, "%v; nothing was sent (selection %s)\n", failed, rep.Selection)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	verb := "sent"
 	if rep.DryRun {
 		verb = "dry run: would send"
@@ -218,6 +314,7 @@ func writeReport(w io.Writer, output string, rep dlq.Report, planned []plannedVi
 		fmt.Fprintf(&b, ", %d copies skipped (a message dead-lettered more than once is sent once)", rep.Copies)
 	}
 	switch {
+	case failed != nil:
 	case rep.LimitReached:
 		b.WriteString("; stopped at --limit, run again for more")
 	case rep.Done:
@@ -230,13 +327,17 @@ func writeReport(w io.Writer, output string, rep dlq.Report, planned []plannedVi
 	for _, r := range rep.Refused {
 		fmt.Fprintf(&b, "refused %d/%d event_id=%s merchant=%s: %s\n", r.Partition, r.Offset, cmp.Or(r.EventID, "-"), r.Merchant, r.Reason)
 	}
+	if failed != nil {
+		fmt.Fprintf(&b, "%v\nthe %d message(s) above were acknowledged and recorded in %s: run the same command to resume\n",
+			failed, rep.Sent, rep.ProgressFile)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 // dlqClient loads the Kafka part of the environment and connects.
-func dlqClient() (*dlq.Client, config.Config, error) {
-	cfg, err := config.Load(os.Getenv, config.NeedKafka)
+func (c *ctl) dlqClient() (*dlq.Client, config.Config, error) {
+	cfg, err := config.Load(c.getenv, config.NeedKafka)
 	if err != nil {
 		return nil, cfg, err
 	}
@@ -244,25 +345,9 @@ func dlqClient() (*dlq.Client, config.Config, error) {
 	if err != nil {
 		return nil, cfg, err
 	}
-	c, err := dlq.NewClient(dlq.Broker{Addrs: cfg.Kafka.Brokers, Dialer: k.Dialer, Transport: k.Transport})
-	return c, cfg, err
+	dc, err := dlq.NewClient(dlq.Broker{Addrs: cfg.Kafka.Brokers, Dialer: k.Dialer, Transport: k.Transport})
+	return dc, cfg, err
 }
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-func usageError(fs *flag.FlagSet, stderr io.Writer, msg string) error {
-	if msg != "" {
-		fmt.Fprintf(stderr, "billingctl %s: %s\n\n", fs.Name(), msg)
-	}
-	fmt.Fprint(stderr, dlqUsage)
-	return errUsage
-}
-
-func validOutput(s string) bool { return s == "text" || s == "json" }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,14 +62,22 @@ func dlqEnv(t *testing.T) (orig, dlqTopic string, tr *kafka.Transport) {
 	return orig, dlqTopic, tr
 }
 
+// runCmd runs billingctl in the test's environment; err is set for a non-zero exit.
 func runCmd(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer
-	err := run(ctx, args, &out, &errb)
-	return out.String(), errb.String(), err
+	if code := run(ctx, args, &out, &errb, os.Getenv); code != 0 {
+		return out.String(), errb.String(), exitError(code)
+	}
+	return out.String(), errb.String(), nil
 }
+
+// exitError is a non-zero exit code as an error.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
 func countMessages(t *testing.T, brokers []string, tr *kafka.Transport, topic string) int64 {
 	t.Helper()
@@ -204,8 +214,105 @@ func TestDLQUsage(t *testing.T) {
 		{"dlq", "replay", "--offset-from", "5", "--offset-to", "4", "--dry-run"},
 		{"dlq", "replay", "--rate", "-1", "--dry-run"},
 	} {
-		if _, _, err := runCmd(t, args...); !errors.Is(err, errUsage) {
-			t.Errorf("%v: err %v, want usage", args, err)
+		if _, _, err := runCmd(t, args...); err != exitError(2) {
+			t.Errorf("%v: err %v, want exit 2", args, err)
 		}
+	}
+}
+
+// dlq ls takes replay's filters and selects what a replay with the same
+// filters considers: the records ls lists are those a dry run plans or refuses.
+func TestDLQListFiltersMatchReplay(t *testing.T) {
+	dlqEnv(t)
+	for _, filter := range [][]string{
+		{"--error-class", "conflict"},
+		{"--error-class", "exhausted", "--replay-count", "3"},
+		{"--merchant", "m-1", "--partition", "0,1", "--since", "1h", "--until", "2099-01-01T00:00:00Z"},
+		{"--replay-count", "0"},
+		{"--event-id", "e-4", "--offset-from", "0", "--offset-to", "100"},
+	} {
+		out, errs, err := runCmd(t, append([]string{"dlq", "ls", "--list", "--output", "json"}, filter...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", filter, err, errs)
+		}
+		var ls struct {
+			Records []entryView `json:"records"`
+			Summary dlq.Summary `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(out), &ls); err != nil {
+			t.Fatalf("%v: %v\n%s", filter, err, out)
+		}
+		out, errs, err = runCmd(t, append([]string{"dlq", "replay", "--dry-run", "--output", "json"}, filter...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", filter, err, errs)
+		}
+		var rp struct {
+			Report  dlq.Report    `json:"report"`
+			Planned []plannedView `json:"planned"`
+		}
+		if err := json.Unmarshal([]byte(out), &rp); err != nil {
+			t.Fatalf("%v: %v\n%s", filter, err, out)
+		}
+		var listed, considered []string
+		for _, r := range ls.Records {
+			listed = append(listed, fmt.Sprintf("%d/%d", r.Partition, r.Offset))
+		}
+		for _, p := range rp.Planned {
+			considered = append(considered, fmt.Sprintf("%d/%d", p.DLQPartition, p.DLQOffset))
+		}
+		for _, r := range rp.Report.Refused {
+			considered = append(considered, fmt.Sprintf("%d/%d", r.Partition, r.Offset))
+		}
+		slices.Sort(listed)
+		slices.Sort(considered)
+		if len(listed) == 0 || !slices.Equal(listed, considered) || ls.Summary.Total != len(listed) || ls.Summary.Selection != rp.Report.Selection[strings.Index(rp.Report.Selection, "[")+1:strings.Index(rp.Report.Selection, "]")] {
+			t.Errorf("%v: ls lists %v (summary %d, %q), replay considers %v (%q)", filter, listed, ls.Summary.Total, ls.Summary.Selection, considered, rp.Report.Selection)
+		}
+	}
+	if out, _, err := runCmd(t, "dlq", "ls", "--error-class", "conflict"); err != nil || !strings.Contains(out, ": 1 message(s)") {
+		t.Errorf("ls text with a filter: %v\n%s", err, out)
+	}
+}
+
+// Replay progress lives in DLQ_STATE_DIR, never the working directory, and a
+// second run resumes from it; a replay that fails says what failed.
+func TestDLQReplayStateDirAndFailure(t *testing.T) {
+	orig, _, tr := dlqEnv(t)
+	brokers := strings.Split(os.Getenv("KAFKA_BROKERS"), ",")
+	state := filepath.Join(t.TempDir(), "state")
+	t.Setenv("DLQ_STATE_DIR", state)
+	wd := t.TempDir()
+	t.Chdir(wd)
+	out, errs, err := runCmd(t, "dlq", "replay", "--error-class", "exhausted")
+	if err != nil || !strings.Contains(out, "sent 1 message(s)") {
+		t.Fatalf("replay: %v\n%s\n%s", err, out, errs)
+	}
+	files, _ := filepath.Glob(filepath.Join(state, "dlq-replay-*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("progress files in DLQ_STATE_DIR: %v", files)
+	}
+	if left, _ := os.ReadDir(wd); len(left) != 0 {
+		t.Fatalf("replay wrote %v to the working directory", left)
+	}
+	out, _, err = runCmd(t, "dlq", "replay", "--error-class", "exhausted")
+	if err != nil || !strings.Contains(out, "sent 0 message(s)") || !strings.Contains(out, "resumed from "+files[0]) {
+		t.Fatalf("second replay: %v\n%s", err, out)
+	}
+	if n := countMessages(t, brokers, tr, orig); n != 1 {
+		t.Fatalf("%s holds %d message(s), want 1", orig, n)
+	}
+
+	// A progress file that cannot be opened: exit 1, the cause named, no empty job.
+	out, errs, err = runCmd(t, "dlq", "replay", "--error-class", "conflict", "--progress-file", filepath.Join(wd, "missing", "p.jsonl"))
+	if err != exitError(1) || !strings.Contains(out, "replay failed: dlq: progress file") || !strings.Contains(out, "nothing was sent") ||
+		strings.Contains(out, "as job ;") || !strings.Contains(errs, "progress file") {
+		t.Fatalf("failed replay: %v\nstdout: %s\nstderr: %s", err, out, errs)
+	}
+	out, _, err = runCmd(t, "dlq", "replay", "--error-class", "conflict", "--output", "json", "--progress-file", filepath.Join(wd, "missing", "p.jsonl"))
+	var doc struct {
+		Error string `json:"error"`
+	}
+	if err != exitError(1) || json.Unmarshal([]byte(out), &doc) != nil || !strings.Contains(doc.Error, "progress file") {
+		t.Fatalf("failed replay, json: %v\n%s", err, out)
 	}
 }

@@ -227,6 +227,7 @@ type progressObserver struct {
 	terminal bool
 	interval time.Duration
 
+	begun           bool // a replay that fails before it reads says nothing here
 	bar             *progressbar.ProgressBar
 	total, examined int64
 	sent, refused   int
@@ -234,7 +235,7 @@ type progressObserver struct {
 }
 
 func (p *progressObserver) Begin(total int64) {
-	p.total = total
+	p.total, p.begun = total, true
 	if p.terminal {
 		p.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription("replay"),
 			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
@@ -268,6 +269,9 @@ func (p *progressObserver) Acked(sent int) {
 
 // finish ends the bar or writes the last line.
 func (p *progressObserver) finish() {
+	if !p.begun {
+		return
+	}
 	if p.bar != nil {
 		_ = p.bar.Exit()
 		fmt.Fprintln(p.w)

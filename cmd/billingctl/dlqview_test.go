@@ -166,11 +166,12 @@ func TestParseTimeBound(t *testing.T) {
 }
 
 func TestParseFilterClasses(t *testing.T) {
-	f, err := parseFilter(" invalid, conflict ,,exhausted", "", "", "", "", "", -1, -1, filterNow)
-	if err != nil || !slices.Equal(f.Classes, []dlq.Class{dlq.ClassInvalid, dlq.ClassConflict, dlq.ClassExhausted}) {
+	f, err := parseFilter(" invalid, conflict ,,exhausted", "", "", "", "", "", "0,2", -1, -1, filterNow)
+	if err != nil || !slices.Equal(f.Classes, []dlq.Class{dlq.ClassInvalid, dlq.ClassConflict, dlq.ClassExhausted}) || !slices.Equal(f.ReplayCounts, []int{0, 2}) {
 		t.Fatalf("got %v %v", f.Classes, err)
 	}
-	if _, err := parseFilter("invalid,oops", "", "", "", "", "", -1, -1, filterNow); err == nil || !strings.Contains(err.Error(), `"oops"`) {
+	if _, err := parseFilter("invalid,oops", "", "", "", "", "", "x", -1, -1, filterNow); err == nil || !strings.Contains(err.Error(), `"oops"`) ||
+		!strings.Contains(err.Error(), "--replay-count") {
 		t.Fatalf("err %v", err)
 	}
 }

@@ -5,63 +5,68 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/quotaflow/billing/internal/cli"
+	"github.com/quotaflow/billing/internal/logging"
 )
 
 const usage = `billingctl: operate the billing system
 
-  billingctl migrate [--status | --down N | --force VERSION]
-  billingctl quota grant --merchant M --amount N --id GRANT_ID
-  billingctl quota show --merchant M [--output json]
-  billingctl dlq ls [--list] [--output json]
-  billingctl dlq replay [filters] [--dry-run] [--rate N]
+  billingctl migrate [--status | --down N | --force VERSION] [--output text|json]
+  billingctl quota grant --merchant M --amount N --id GRANT_ID [--output text|json]
+  billingctl quota show --merchant M [--output text|json]
+  billingctl dlq ls [filters] [--list] [--output text|json]
+  billingctl dlq replay [filters] [--dry-run] [--rate N] [--output text|json]
 
-Connections come from the environment (MYSQL_DSN, REDIS_ADDR, KAFKA_BROKERS, ...: see README).
+Run 'billingctl COMMAND --help' for a command's flags. Exit codes: 0 done,
+1 failed, 2 bad command line or environment (nothing was done), 3 quota show
+of a merchant unknown to billing. Connections come from the environment
+(MYSQL_DSN, REDIS_ADDR, KAFKA_BROKERS, ...: see README).
 `
 
-// errUsage means the command line was wrong; usage has been printed.
-var errUsage = errors.New("usage")
+// exitUnknown is the exit code of quota show for a merchant without a balance row.
+const exitUnknown = 3
+
+// errUnknownMerchant: quota show found no merchant_balance row; the view was printed.
+var errUnknownMerchant = errors.New("merchant unknown to billing (no merchant_balance row)")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
-	switch {
-	case err == nil:
-	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "billingctl:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "billingctl", usage, map[string]command{"migrate": runMigrate, "quota": runQuota, "dlq": runDLQ}, args, stdout, stderr)
+// run is the whole program but for the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	err := (&ctl{stdout: stdout, stderr: stderr, getenv: getenv}).run(ctx, args)
+	code := cli.Code(err)
+	if errors.Is(err, errUnknownMerchant) {
+		code = exitUnknown
+	}
+	if code != cli.ExitOK && !errors.Is(err, cli.ErrUsage) {
+		logging.Failure(stderr, "billingctl", getenv("LOG_FORMAT"), err)
+	}
+	return code
 }
 
-// command is a subcommand, given the arguments after its name.
-type command func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+// ctl is one invocation: its output streams and environment.
+type ctl struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
 
-// dispatch runs the command args[0] names, prints usage for help, and
-// rejects anything else.
-func dispatch(ctx context.Context, name, usage string, cmds map[string]command, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errUsage
-	}
-	if cmd, ok := cmds[args[0]]; ok {
-		return cmd(ctx, args[1:], stdout, stderr)
-	}
-	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", name, args[0], usage)
-	return errUsage
+func (c *ctl) run(ctx context.Context, args []string) error {
+	return cli.Dispatch(ctx, "billingctl", usage, []cli.Command{
+		{Name: "migrate", Run: c.runMigrate}, {Name: "quota", Run: c.runQuota}, {Name: "dlq", Run: c.runDLQ},
+	}, args, c.stdout, c.stderr)
+}
+
+// flags returns the flag set of a subcommand.
+func (c *ctl) flags(name, usage string) *cli.FlagSet {
+	return cli.NewFlagSet("billingctl "+name, usage, c.stdout, c.stderr)
 }

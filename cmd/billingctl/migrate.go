@@ -3,22 +3,38 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/migrate"
 )
 
-func runMigrate(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("migrate", stderr)
+const migrateUsage = `billingctl migrate: apply the embedded schema to MYSQL_DSN
+
+  billingctl migrate [--status | --down N | --force VERSION] [--output text|json]
+
+Idempotent. A half-applied (dirty) migration is reported: repair it by hand,
+then --force VERSION. Exit codes: 0 done, 1 failed, 2 bad command line or environment.
+`
+
+// migrateResult is what migrate prints.
+type migrateResult struct {
+	Target  string `json:"target"`
+	Action  string `json:"action"` // status, forced, reverted, applied, up_to_date
+	Version uint   `json:"version"`
+	Latest  uint   `json:"latest"`
+	Dirty   bool   `json:"dirty"`
+}
+
+func (c *ctl) runMigrate(_ context.Context, args []string) error {
+	fs := c.flags("migrate", migrateUsage)
 	status := fs.Bool("status", false, "print the applied and the latest version, change nothing")
 	down := fs.Int("down", 0, "revert the newest N migrations")
 	force := fs.Int("force", -1, "mark VERSION applied and clean after repairing a half-applied migration by hand")
+	output := fs.Output()
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return err
 	}
-	cfg, err := config.Load(os.Getenv)
+	cfg, err := config.Load(c.getenv)
 	if err != nil {
 		return err
 	}
@@ -27,34 +43,44 @@ func runMigrate(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer m.Close()
-	target := cfg.MySQL.Redacted()
+	res := migrateResult{Target: cfg.MySQL.Redacted(), Action: "status"}
 	switch {
 	case *status:
 	case *force >= 0:
 		if err := m.Force(*force); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "forced version %d on %s\n", *force, target)
+		res.Action = "forced"
 	case *down > 0:
 		if err := m.Down(*down); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "reverted %d migration(s) on %s\n", *down, target)
+		res.Action = "reverted"
 	default:
 		changed, err := m.Up()
 		if err != nil {
 			return err
 		}
-		if changed {
-			fmt.Fprintf(stdout, "applied pending migrations on %s\n", target)
-		} else {
-			fmt.Fprintf(stdout, "schema already up to date on %s\n", target)
-		}
+		res.Action = map[bool]string{true: "applied", false: "up_to_date"}[changed]
 	}
 	st, err := m.Status()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "version %d of %d, dirty=%v\n", st.Version, st.Latest, st.Dirty)
-	return nil
+	res.Version, res.Latest, res.Dirty = st.Version, st.Latest, st.Dirty
+	if *output == "json" {
+		return writeJSON(c.stdout, res)
+	}
+	switch res.Action {
+	case "forced":
+		fmt.Fprintf(c.stdout, "forced version %d on %s\n", *force, res.Target)
+	case "reverted":
+		fmt.Fprintf(c.stdout, "reverted %d migration(s) on %s\n", *down, res.Target)
+	case "applied":
+		fmt.Fprintf(c.stdout, "applied pending migrations on %s\n", res.Target)
+	case "up_to_date":
+		fmt.Fprintf(c.stdout, "schema already up to date on %s\n", res.Target)
+	}
+	_, err = fmt.Fprintf(c.stdout, "version %d of %d, dirty=%v\n", res.Version, res.Latest, res.Dirty)
+	return err
 }

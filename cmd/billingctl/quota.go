@@ -5,92 +5,188 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/app"
+	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/logging"
 )
 
-func runQuota(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errUsage
-	}
-	fs := newFlagSet("quota "+args[0], stderr)
+const quotaUsage = `billingctl quota: grant quota, show a merchant's balance
+
+  billingctl quota grant --merchant M --amount N --id GRANT_ID [--output text|json]
+  billingctl quota show --merchant M [--output text|json]
+
+Run 'billingctl quota COMMAND --help' for its flags.
+`
+
+const grantUsage = `billingctl quota grant: credit a merchant (MySQL ledger and balance, then Redis)
+
+  billingctl quota grant --merchant M --amount N --id GRANT_ID [--output text|json]
+
+Granting the same id twice credits once (outcome duplicate); the same id with
+another merchant or amount is refused. Each command leases a free Snowflake
+worker ID of the operator pool for its lifetime, so grants run in parallel.
+Exit codes: 0 granted or duplicate, 1 failed or refused, 2 bad command line or environment.
+`
+
+const showUsage = `billingctl quota show: Redis remain, MySQL credits and debits, expected, pending side by side
+
+  billingctl quota show --merchant M [--output text|json]
+
+Exit codes: 0 shown, 1 failed, 2 bad command line or environment, 3 the
+merchant is unknown to billing (no merchant_balance row; the view is printed).
+`
+
+func (c *ctl) runQuota(ctx context.Context, args []string) error {
+	return cli.Dispatch(ctx, "billingctl quota", quotaUsage, []cli.Command{
+		{Name: "grant", Run: c.runGrant}, {Name: "show", Run: c.runShow},
+	}, args, c.stdout, c.stderr)
+}
+
+// grantResult is what quota grant prints.
+type grantResult struct {
+	GrantID    string `json:"grant_id"`
+	MerchantID string `json:"merchant_id"`
+	Amount     int64  `json:"amount"`
+	Outcome    string `json:"outcome"`
+}
+
+func (c *ctl) runGrant(ctx context.Context, args []string) error {
+	fs := c.flags("quota grant", grantUsage)
 	merchant := fs.String("merchant", "", "merchant id")
-	amount := fs.Int64("amount", 0, "quota units to grant (grant)")
-	id := fs.String("id", "", "grant id: granting the same id twice credits once (grant)")
-	output := fs.String("output", "text", "text or json (show)")
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
-		return errUsage
+	amount := fs.Int64("amount", 0, "quota units to grant, 1..10^12")
+	id := fs.String("id", "", "grant id: granting the same id twice credits once")
+	output := fs.Output()
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	bad := false
-	check := func(ok bool, format string, arg any) {
-		if !ok {
-			bad = true
-			fmt.Fprintf(stderr, "billingctl: "+format+"\n", arg)
-		}
+	switch {
+	case !event.ValidID(*merchant):
+		return fs.Fail("--merchant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *merchant)
+	case *amount < 1 || *amount > event.MaxAmount:
+		return fs.Fail("--amount %d is outside 1..10^12", *amount)
+	case !event.ValidID(*id):
+		return fs.Fail("--id %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id)
 	}
-	check(event.ValidID(*merchant), "--merchant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *merchant)
-	switch args[0] {
-	case "grant":
-		check(*amount >= 1 && *amount <= event.MaxAmount, "--amount %d is outside 1..10^12", *amount)
-		check(event.ValidID(*id), "--id %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id)
-	case "show":
-		check(validOutput(*output), "--output %q is not text or json", *output)
-	default:
-		fmt.Fprintf(stderr, "billingctl: unknown quota command %q\n\n%s", args[0], usage)
-		return errUsage
-	}
-	if bad {
-		return errUsage
-	}
-	cfg, err := config.Load(os.Getenv)
+	op, closeOp, err := c.operator(ctx)
 	if err != nil {
 		return err
 	}
-	level := cfg.LogLevel
-	if os.Getenv("LOG_LEVEL") == "" {
-		level = "warn" // a person is reading stdout; the lease chatter is noise unless asked for
-	}
-	log, err := logging.New(level)
+	defer closeOp()
+	outcome, err := op.Deductor.Grant(ctx, *merchant, *amount, *id)
 	if err != nil {
 		return err
 	}
-	op, err := app.NewOperator(ctx, cfg, log)
+	res := grantResult{GrantID: *id, MerchantID: *merchant, Amount: *amount, Outcome: string(outcome)}
+	if *output == cli.JSON {
+		return writeJSON(c.stdout, res)
+	}
+	_, err = fmt.Fprintf(c.stdout, "grant %s: %s (%d to %s)\n", res.GrantID, res.Outcome, res.Amount, res.MerchantID)
+	return err
+}
+
+func (c *ctl) runShow(ctx context.Context, args []string) error {
+	fs := c.flags("quota show", showUsage)
+	merchant := fs.String("merchant", "", "merchant id")
+	output := fs.Output()
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !event.ValidID(*merchant) {
+		return fs.Fail("--merchant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *merchant)
+	}
+	op, closeOp, err := c.operator(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := op.Close(); err != nil {
-			log.Warn("closing", zap.Error(err))
-		}
-	}()
-	if args[0] == "grant" {
-		outcome, err := op.Deductor.Grant(ctx, *merchant, *amount, *id)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "grant %s: %s (%d to %s)\n", *id, outcome, *amount, *merchant)
-		return nil
-	}
+	defer closeOp()
 	view, err := op.Deductor.Show(ctx, *merchant)
 	if err != nil {
 		return err
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(view)
+	if *output == cli.JSON {
+		err = writeJSON(c.stdout, newQuotaView(view))
+	} else {
+		err = writeView(c.stdout, view)
 	}
-	return writeView(stdout, view)
+	if err == nil && !view.Known {
+		err = fmt.Errorf("%s: %w", *merchant, errUnknownMerchant)
+	}
+	return err
+}
+
+// operator opens the write path: the environment's services and a leased worker ID.
+func (c *ctl) operator(ctx context.Context) (*app.Operator, func(), error) {
+	cfg, err := config.Load(c.getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	level := cfg.LogLevel
+	if c.getenv("LOG_LEVEL") == "" {
+		level = "warn" // a person is reading stdout; the lease chatter is noise unless asked for
+	}
+	log, err := logging.New(level)
+	if err != nil {
+		return nil, nil, err
+	}
+	op, err := app.NewOperator(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return op, func() {
+		if err := op.Close(); err != nil {
+			log.Warn("closing", zap.Error(err))
+		}
+		_ = log.Sync()
+	}, nil
+}
+
+// quotaView is quota show's JSON document.
+type quotaView struct {
+	MerchantID string        `json:"merchant_id"`
+	Known      bool          `json:"known"`  // has a merchant_balance row
+	Cached     bool          `json:"cached"` // Redis holds a remain
+	Remain     *int64        `json:"redis_remain"`
+	Ver        *int64        `json:"redis_ver"`
+	Credited   int64         `json:"credited"`
+	Debited    int64         `json:"debited"`
+	Expected   int64         `json:"expected_remain"`
+	Drift      *int64        `json:"drift"` // null when not cached
+	Pending    []pendingView `json:"pending"`
+}
+
+type pendingView struct {
+	EventID  string    `json:"event_id"`
+	Amount   int64     `json:"amount"`
+	At       time.Time `json:"at"`
+	AgeMs    int64     `json:"age_ms"`
+	InLedger bool      `json:"in_ledger"`
+}
+
+func newQuotaView(v deduct.View) quotaView {
+	q := quotaView{MerchantID: v.MerchantID, Known: v.Known, Cached: v.Cached, Credited: v.Credited, Debited: v.Debited,
+		Expected: v.Expected, Pending: []pendingView{}}
+	if v.Cached {
+		q.Remain, q.Ver, q.Drift = new(v.Remain), new(v.Ver), new(v.Drift)
+	}
+	for _, p := range v.Pending {
+		q.Pending = append(q.Pending, pendingView{EventID: p.EventID, Amount: p.Amount, At: p.At.UTC(), AgeMs: p.Age.Milliseconds(), InLedger: p.InLedger})
+	}
+	return q
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func writeView(w io.Writer, v deduct.View) error {

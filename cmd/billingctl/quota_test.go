@@ -3,7 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -20,8 +21,10 @@ func TestQuotaGrantAndShow(t *testing.T) {
 	ctx := context.Background()
 	quota := func(args ...string) (string, error) {
 		var out, errOut bytes.Buffer
-		err := run(ctx, append([]string{"quota"}, args...), &out, &errOut)
-		return out.String() + errOut.String(), err
+		if code := run(ctx, append([]string{"quota"}, args...), &out, &errOut, os.Getenv); code != 0 {
+			return out.String() + errOut.String(), exitError(code)
+		}
+		return out.String() + errOut.String(), nil
 	}
 	if out, err := quota("grant", "--merchant", "m-7", "--amount", "250", "--id", "g-1"); err != nil || !strings.Contains(out, "applied") {
 		t.Fatalf("grant: %v %s", err, out)
@@ -41,11 +44,27 @@ func TestQuotaGrantAndShow(t *testing.T) {
 	if err != nil || !strings.Contains(out, "mysql credited   250") || !strings.Contains(out, "expected remain  250") {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
-	out, err = quota("show", "--merchant", "m-unknown", "--output", "json")
-	if err != nil || !strings.Contains(out, `"Known": false`) {
+	out, err = quota("show", "--merchant", "m-7", "--output", "json")
+	var view map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &view) != nil || view["merchant_id"] != "m-7" || view["credited"] != 250.0 ||
+		view["known"] != true || view["pending"] == nil {
 		t.Fatalf("show json: %v\n%s", err, out)
 	}
-	if _, err := quota("grant", "--merchant", "bad id", "--amount", "0"); !errors.Is(err, errUsage) {
+	for k := range view {
+		if k != strings.ToLower(k) {
+			t.Errorf("show json key %q is not snake_case", k)
+		}
+	}
+	out, err = quota("show", "--merchant", "m-unknown", "--output", "json")
+	if err != exitError(exitUnknown) || !strings.Contains(out, `"known": false`) {
+		t.Fatalf("show of an unknown merchant: %v\n%s", err, out)
+	}
+	out, err = quota("grant", "--merchant", "m-8", "--amount", "5", "--id", "g-8", "--output", "json")
+	var grant grantResult
+	if err != nil || json.Unmarshal([]byte(out), &grant) != nil || grant != (grantResult{GrantID: "g-8", MerchantID: "m-8", Amount: 5, Outcome: "applied"}) {
+		t.Fatalf("grant json: %v\n%s", err, out)
+	}
+	if _, err := quota("grant", "--merchant", "bad id", "--amount", "0"); err != exitError(2) {
 		t.Fatalf("bad flags: %v", err)
 	}
 }
