@@ -175,6 +175,10 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 	i := r.InnoDB
 	fmt.Fprintf(w, "innodb      per event %.2f buffer pool disk reads, %.1f read requests, %.3f fsyncs (server-wide); ledger ~%d rows: data %d MiB, indexes %d MiB\n",
 		i.DiskReadsPerEvent, i.ReadRequestsPerEvent, i.FsyncsPerEvent, i.LedgerRows, i.LedgerDataBytes>>20, i.LedgerIndexBytes>>20)
+	if bp := r.Host.BufferPoolBytes; bp > 0 && i.LedgerIndexBytes > bp {
+		fmt.Fprintf(w, "            the ledger's indexes (%d MiB) exceed the buffer pool (%d MiB): the unique event_id check reads from disk\n",
+			i.LedgerIndexBytes>>20, bp>>20)
+	}
 	if b := r.Baseline; b != nil {
 		switch {
 		case b.Error != "":
@@ -191,6 +195,9 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 			heap = fmt.Sprintf("heap in use %.0f-%.0f MiB", m.HeapMinMiB, m.HeapMaxMiB)
 		}
 		fmt.Fprintf(w, "memory      worker-%d RSS %.0f-%.0f MiB, %s (%d samples)\n", m.Worker, m.RSSMinMiB, m.RSSMaxMiB, heap, len(m.Samples))
+		if m.Batches > 0 {
+			fmt.Fprintf(w, "batches     worker-%d %d handler calls, %.0f events each on average\n", m.Worker, m.Batches, m.MeanBatch)
+		}
 		if series {
 			writeSeries(w, m.Samples)
 		}

@@ -257,6 +257,10 @@ type Memory struct {
 	HeapMaxMiB  float64  `json:"heap_inuse_max_mib,omitempty"`
 	Samples     []Sample `json:"samples"`
 	HeapMissing bool     `json:"heap_missing,omitempty"` // /metrics did not answer
+	// Batches is the handler calls of the last sample and MeanBatch their
+	// mean events: the batch size reached, against WORKER_BATCH_SIZE.
+	Batches   int     `json:"batches,omitempty"`
+	MeanBatch float64 `json:"mean_batch_events,omitempty"`
 }
 
 // Sample is one reading of a worker's memory.
@@ -265,4 +269,8 @@ type Sample struct {
 	RSSMiB     float64 `json:"rss_mib"`
 	HeapMiB    float64 `json:"heap_inuse_mib,omitempty"`
 	Goroutines int     `json:"goroutines,omitempty"`
+	// Batches and BatchEvents count the consumer's handler calls so far and
+	// the events in them.
+	Batches     float64 `json:"batches,omitempty"`
+	BatchEvents float64 `json:"batch_events,omitempty"`
 }

@@ -148,6 +148,8 @@ type sampler struct {
 	samples [][]Sample
 	stop    context.CancelFunc
 	done    chan struct{}
+	// finished: the closing sample is taken (finish may run twice).
+	finished bool
 }
 
 func startSampler(ctx context.Context, workers []*workerProc, start time.Time, every time.Duration) *sampler {
@@ -178,8 +180,9 @@ func (s *sampler) sample(ctx context.Context) {
 			continue // exited: the run reports that
 		}
 		smp := Sample{AtS: time.Since(s.start).Seconds(), RSSMiB: mib(float64(bytes))}
-		if heap, goroutines, err := w.heap(ctx); err == nil { // not yet listening: RSS only
-			smp.HeapMiB, smp.Goroutines = mib(heap), goroutines
+		if m, err := w.scrape(ctx); err == nil { // not yet listening: RSS only
+			smp.HeapMiB, smp.Goroutines = mib(m.heapBytes), m.goroutines
+			smp.Batches, smp.BatchEvents = m.batches, m.batchEvents
 		}
 		s.samples[i] = append(s.samples[i], smp)
 	}
@@ -189,6 +192,10 @@ func (s *sampler) sample(ctx context.Context) {
 func (s *sampler) finish() []Memory {
 	s.stop()
 	<-s.done
+	if !s.finished {
+		s.finished = true
+		s.sample(context.Background()) // the batch counts up to the end
+	}
 	out := make([]Memory, len(s.workers))
 	for i, w := range s.workers {
 		m := Memory{Worker: w.id, Samples: s.samples[i], HeapMissing: true}
@@ -201,6 +208,9 @@ func (s *sampler) finish() []Memory {
 				m.HeapMinMiB, m.HeapMissing = smp.HeapMiB, false
 			}
 			m.HeapMaxMiB = max(m.HeapMaxMiB, smp.HeapMiB)
+			if smp.Batches > 0 {
+				m.Batches, m.MeanBatch = int(smp.Batches), smp.BatchEvents/smp.Batches
+			}
 		}
 		out[i] = m
 	}

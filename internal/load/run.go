@@ -66,6 +66,11 @@ func (r *run) all(ctx context.Context) error {
 	if r.fill, err = grant(ctx, st.db, workload.MerchantIDs(o.Merchants), o.LedgerRows, r.idPfx, o.Events); err != nil {
 		return err
 	}
+	if o.LedgerRows > 0 {
+		if err := warm(ctx, st.db); err != nil {
+			return err
+		}
+	}
 	r.res.FillS = time.Since(t0).Seconds()
 	var t target
 	if o.Rate == 0 {

@@ -93,43 +93,53 @@ func (w *workerProc) exitErr(when string) error {
 	return fmt.Errorf("load: worker %d exited %s: %w; its last output:\n%s", w.id, when, w.err, w.out)
 }
 
-// heap reads go_memstats_heap_inuse_bytes and go_goroutines from the
-// worker's /metrics.
-func (w *workerProc) heap(ctx context.Context) (heapBytes float64, goroutines int, err error) {
+// scraped is what the load tool reads from a worker's /metrics.
+type scraped struct {
+	heapBytes  float64
+	goroutines int
+	// batches and batchEvents are the consumer's handler calls so far and
+	// the events they carried (billing_batch_size's count and sum).
+	batches, batchEvents float64
+}
+
+// scrape reads go_memstats_heap_inuse_bytes, go_goroutines and the
+// billing_batch_size histogram's count and sum from the worker's /metrics.
+func (w *workerProc) scrape(ctx context.Context) (scraped, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+w.httpAddr+"/metrics", nil)
 	if err != nil {
-		return 0, 0, err
+		return scraped{}, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return scraped{}, err
 	}
 	defer resp.Body.Close()
+	var out scraped
+	var goroutines float64
+	into := map[string]*float64{
+		"go_memstats_heap_inuse_bytes": &out.heapBytes, "go_goroutines": &goroutines,
+		"billing_batch_size_count": &out.batches, "billing_batch_size_sum": &out.batchEvents,
+	}
 	found := 0
 	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() && found < 2 {
+	for sc.Scan() {
 		name, value, _ := strings.Cut(sc.Text(), " ")
-		switch name {
-		case "go_memstats_heap_inuse_bytes":
-			heapBytes, err = strconv.ParseFloat(value, 64)
-		case "go_goroutines":
-			var g float64
-			g, err = strconv.ParseFloat(value, 64)
-			goroutines = int(g)
-		default:
+		dst, ok := into[name]
+		if !ok {
 			continue
 		}
-		if err != nil {
-			return 0, 0, fmt.Errorf("load: /metrics %s %q: %w", name, value, err)
+		if *dst, err = strconv.ParseFloat(value, 64); err != nil {
+			return scraped{}, fmt.Errorf("load: /metrics %s %q: %w", name, value, err)
 		}
 		found++
 	}
 	if found < 2 {
-		return 0, 0, errors.Join(errors.New("load: /metrics lacks go_memstats_heap_inuse_bytes or go_goroutines"), sc.Err())
+		return scraped{}, errors.Join(errors.New("load: /metrics lacks go_memstats_heap_inuse_bytes or go_goroutines"), sc.Err())
 	}
-	return heapBytes, goroutines, nil
+	out.goroutines = int(goroutines)
+	return out, nil
 }
 
 // freeAddr is a loopback address with a port free right now, for a worker's
