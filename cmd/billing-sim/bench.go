@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/quotaflow/billing/internal/bench"
+	"github.com/quotaflow/billing/internal/cli"
 )
 
 // errChecksFailed: a strategy failed or a correctness check did not pass.
@@ -17,13 +18,23 @@ type benchFlags struct {
 	skew       skewFlags
 	mysqlDSN   string
 	redis      string
+	jsonFile   string
 	output     string
 }
+
+const benchUsage = `billing-sim bench: the same workload through each write strategy against MySQL and Redis
+
+  billing-sim bench [--strategies rowlock,redis-per-event,pipeline] [--events N] [--callers N] [--json-file F] [--output text|json] ...
+
+Prints a table (or with --output json the report); --json-file also writes the
+report to a file. Exit codes: 0 every check held, 1 failed or a check did not
+hold, 2 bad command line or environment.
+`
 
 func parseBenchFlags(args []string, d deps) (benchFlags, error) {
 	f := benchFlags{cfg: bench.DefaultConfig()}
 	c := &f.cfg
-	fs := newFlagSet("bench", d.stderr)
+	fs := d.flags("bench", benchUsage)
 	fs.StringVar(&f.strategies, "strategies", strings.Join(bench.StrategyNames(), ","), "strategies to run, in order (rowlock is the baseline)")
 	fs.IntVar(&c.Events, "events", c.Events, "events per strategy")
 	fs.IntVar(&c.Merchants, "merchants", c.Merchants, "number of merchants")
@@ -38,10 +49,12 @@ func parseBenchFlags(args []string, d deps) (benchFlags, error) {
 	fs.BoolVar(&c.Keep, "keep", false, "keep the databases and Redis keys for inspection")
 	fs.StringVar(&f.mysqlDSN, "mysql-dsn", "", "admin DSN of the server (default BILLING_BENCH_MYSQL_DSN, else MYSQL_DSN's server, else "+bench.DefaultAdminDSN+")")
 	fs.StringVar(&f.redis, "redis", strings.Join(d.cfg.Redis.Addrs, ","), "Redis address(es) (default REDIS_ADDR)")
-	fs.StringVar(&f.output, "output", "", "also write the report as JSON to this file")
-	if err := parseFlags(fs, args); err != nil {
+	fs.StringVar(&f.jsonFile, "json-file", "", "also write the report as JSON to this file")
+	output := fs.Output()
+	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	f.output = *output
 	return f, nil
 }
 
@@ -68,11 +81,13 @@ func runBench(ctx context.Context, args []string, d deps) error {
 	defer rdb.Close()
 	rep, err := bench.Run(ctx, cfg, rdb, d.log)
 	if rep != nil {
-		if werr := writeBenchTable(d.stdout, rep); werr != nil {
-			err = errors.Join(err, werr)
+		if f.output == cli.JSON {
+			err = errors.Join(err, printJSON(d.stdout, rep))
+		} else {
+			err = errors.Join(err, writeBenchTable(d.stdout, rep))
 		}
-		if f.output != "" {
-			err = errors.Join(err, writeJSON(f.output, rep))
+		if f.jsonFile != "" {
+			err = errors.Join(err, writeJSON(f.jsonFile, rep))
 		}
 		if err == nil && !rep.OK() {
 			err = errChecksFailed

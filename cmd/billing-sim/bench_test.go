@@ -28,10 +28,10 @@ func TestBenchCommand(t *testing.T) {
 	defer cancel()
 	var out, errOut bytes.Buffer
 	args := []string{"bench", "--strategies", "rowlock,redis-per-event", "--events", "120", "--merchants", "15",
-		"--callers", "3", "--mysql-dsn", cfg.FormatDSN(), "--redis", r.Addr, "--output", output}
+		"--callers", "3", "--mysql-dsn", cfg.FormatDSN(), "--redis", r.Addr, "--json-file", output}
 	getenv := env(map[string]string{"LOG_LEVEL": "error", "REDIS_KEY_PREFIX": r.Keys.Prefix()})
-	if err := run(ctx, args, &out, &errOut, getenv); err != nil {
-		t.Fatalf("bench: %v\n%s\n%s", err, out.String(), errOut.String())
+	if code := run(ctx, args, &out, &errOut, getenv); code != 0 {
+		t.Fatalf("bench: exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
 	for _, want := range []string{"rowlock", "redis-per-event", "1.00x", "busiest merchant"} {
 		if !strings.Contains(out.String(), want) {

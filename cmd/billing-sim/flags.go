@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/dial"
 	"github.com/quotaflow/billing/internal/workload"
 )
@@ -26,38 +25,23 @@ func dialRedis(d deps, list string) (redis.UniversalClient, []string, error) {
 	return rdb, cfg.Addrs, err
 }
 
-// writeJSON writes v as indented JSON to path (--output).
+// writeJSON writes v as indented JSON to path (--json-file).
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err == nil {
 		err = os.WriteFile(path, append(b, '\n'), 0o644)
 	}
 	if err != nil {
-		return fmt.Errorf("--output: %w", err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }
 
-// newFlagSet returns a flag set that prints its errors and usage to stderr.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("billing-sim "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// parseFlags parses args, turning a parse error into errUsage (already printed).
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return errUsage
-	}
-	return nil
+// printJSON writes v as indented JSON to w (--output json).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // skewFlags are --hot and --skew, which say the same thing two ways.
@@ -66,7 +50,7 @@ type skewFlags struct {
 	skew string
 }
 
-func (s *skewFlags) register(fs *flag.FlagSet, defHot float64) {
+func (s *skewFlags) register(fs *cli.FlagSet, defHot float64) {
 	fs.Float64Var(&s.hot, "hot", defHot, "share of events going to one hot merchant (m-000000), 0..1; 0 = uniform")
 	fs.StringVar(&s.skew, "skew", "", "merchant distribution: uniform, hot:SHARE or zipf:S (S > 1); overrides --hot")
 }

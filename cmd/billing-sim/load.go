@@ -12,23 +12,35 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/load"
 )
 
 type loadFlags struct {
-	o       load.Options
-	worker  string
-	brokers string
-	redis   string
-	rate    rateFlag
-	soak    time.Duration
-	output  string
+	o        load.Options
+	worker   string
+	brokers  string
+	redis    string
+	rate     rateFlag
+	soak     time.Duration
+	jsonFile string
+	output   string
 }
+
+const loadUsage = `billing-sim load: measure the billing-worker binary black-box
+
+  billing-sim load [--workers N] [--events N] [--ledger-rows N] [--rate N | --soak 10m] [--json-file F] [--output text|json] ...
+
+Runs the real billing-worker processes against a broker, the local MariaDB and
+Redis, on a database, key prefix and topics of its own, and reports (with
+--output json: the result as JSON; --json-file also writes it to a file).
+Exit codes: 0 measured, 1 failed, 2 bad command line or environment.
+`
 
 func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	f := loadFlags{o: load.Options{MySQLDSN: d.cfg.MySQL.DSN}}
 	o := &f.o
-	fs := newFlagSet("load", d.stderr)
+	fs := d.flags("load", loadUsage)
 	fs.StringVar(&f.worker, "worker", "", "billing-worker executable (default: billing-worker next to this program, else on PATH)")
 	fs.IntVar(&o.Workers, "workers", 1, "billing-worker processes in one consumer group")
 	fs.Func("worker-env", "KEY=VALUE for the workers, after the run's own (repeatable), e.g. WORKER_BATCH_SIZE=512",
@@ -49,11 +61,12 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.DurationVar(&o.SampleEvery, "sample", time.Second, "interval of the workers' memory samples")
 	fs.DurationVar(&o.Stall, "stall", time.Minute, "fail when the ledger does not move for this long")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
-	fs.StringVar(&f.output, "output", "", "also write the result as JSON to this file")
-	if err := parseFlags(fs, args); err != nil {
+	fs.StringVar(&f.jsonFile, "json-file", "", "also write the result as JSON to this file")
+	output := fs.Output()
+	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
-	o.Rate = float64(f.rate)
+	f.output, o.Rate = *output, float64(f.rate)
 	if f.soak > 0 {
 		if o.Rate == 0 {
 			o.Rate = 5000
@@ -103,11 +116,15 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 	o.BaseEnv = os.Environ() // TLS, passwords and tuning reach the workers as they reach this program
 	o.Log = d.log
 	res, err := load.Run(ctx, o)
-	if res.EventsPerSec > 0 {
+	switch {
+	case res.EventsPerSec <= 0:
+	case f.output == cli.JSON:
+		err = errors.Join(err, printJSON(d.stdout, res))
+	default:
 		writeLoad(d.stdout, res, f.soak > 0)
 	}
-	if f.output != "" && res.EventsPerSec > 0 {
-		err = errors.Join(err, writeJSON(f.output, res))
+	if f.jsonFile != "" && res.EventsPerSec > 0 {
+		err = errors.Join(err, writeJSON(f.jsonFile, res))
 	}
 	if b := res.Baseline; err == nil && b != nil && b.Error != "" {
 		err = errors.New("load: the rowlock baseline failed (see above)")

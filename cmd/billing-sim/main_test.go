@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -22,27 +22,71 @@ func TestDispatch(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
-		want error
+		code int
 	}{
-		{"no command", nil, errUsage},
-		{"unknown command", []string{"simulate"}, errUsage},
-		{"demo with a bad flag", []string{"demo", "--events", "lots"}, errUsage},
-		{"produce without brokers", []string{"produce"}, errUsage},
-		{"produce with a stray argument", []string{"produce", "--brokers", "127.0.0.1:1", "extra"}, errUsage},
-		{"bench with a bad flag", []string{"bench", "--callers", "many"}, errUsage},
+		{"no command", nil, 2},
+		{"unknown command", []string{"simulate"}, 2},
+		{"demo with a bad flag", []string{"demo", "--events", "lots"}, 2},
+		{"produce without brokers", []string{"produce"}, 2},
+		{"produce with a stray argument", []string{"produce", "--brokers", "127.0.0.1:1", "extra"}, 2},
+		{"bench with a bad flag", []string{"bench", "--callers", "many"}, 2},
+		{"bench with a bad output", []string{"bench", "--output", "bench.json"}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			err := run(context.Background(), tt.args, &out, &errOut, quiet)
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("run(%q) = %v, want %v (stderr %q)", tt.args, err, tt.want, errOut.String())
+			if code := run(context.Background(), tt.args, &out, &errOut, quiet); code != tt.code {
+				t.Fatalf("run(%q) = %d, want %d (stderr %q)", tt.args, code, tt.code, errOut.String())
 			}
 		})
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"help"}, &out, &out, quiet); err != nil || !bytes.Contains(out.Bytes(), []byte("billing-sim produce")) {
-		t.Fatalf("help: %v, %q", err, out.String())
+	if code := run(context.Background(), []string{"help"}, &out, &out, quiet); code != 0 || !bytes.Contains(out.Bytes(), []byte("billing-sim produce")) {
+		t.Fatalf("help: %d, %q", code, out.String())
+	}
+}
+
+// Every command: --help prints its usage once to stdout and exits 0,
+// --version prints the build, a bad flag and a bad environment exit 2 with
+// the problem on stderr.
+func TestCommandLine(t *testing.T) {
+	for _, cmd := range [][]string{{}, {"produce"}, {"bench"}, {"demo"}, {"load"}} {
+		name := strings.Join(cmd, " ")
+		exec := func(e map[string]string, args ...string) (int, string, string) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append(append([]string{}, cmd...), args...), &stdout, &stderr, env(e))
+			return code, stdout.String(), stderr.String()
+		}
+		t.Run("help "+name, func(t *testing.T) {
+			code, out, errOut := exec(nil, "--help")
+			usage := out
+			if code != 0 || !strings.HasPrefix(usage, strings.TrimSpace("billing-sim "+name)) {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+			}
+			if first := strings.SplitN(usage, "\n", 2)[0]; strings.Count(usage, first) != 1 {
+				t.Fatalf("usage printed more than once:\n%s", usage)
+			}
+		})
+		t.Run("version "+name, func(t *testing.T) {
+			code, out, errOut := exec(nil, "--version")
+			if code != 0 || !strings.HasPrefix(out, "billing-sim version ") || errOut != "" {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+			}
+		})
+		t.Run("bad flag "+name, func(t *testing.T) {
+			if code, out, errOut := exec(nil, "--nope"); code != 2 || out != "" || !strings.Contains(errOut, "-nope") {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+			}
+		})
+		if name == "" {
+			continue
+		}
+		t.Run("bad environment "+name, func(t *testing.T) {
+			code, out, errOut := exec(map[string]string{"LOCK_TTL": "soon"})
+			if code != 2 || out != "" || !strings.Contains(errOut, "LOCK_TTL") || !strings.Contains(errOut, "soon") {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/dial"
 	"github.com/quotaflow/billing/internal/workload"
 )
@@ -23,12 +24,33 @@ type produceFlags struct {
 	rate     rateFlag
 	total    int
 	progress time.Duration
+	output   string
+}
+
+const produceUsage = `billing-sim produce: write synthetic payment.succeeded events to Kafka
+
+  billing-sim produce [--total N | --rate N/s] [--merchants N] [--hot SHARE | --skew zipf:S] [--duplicates F] [--malformed F] [--output text|json] ...
+
+Progress lines go to stdout (stderr with --output json); the result is the last
+line, or one JSON object. Exit codes: 0 done (also an unbounded run
+interrupted), 1 failed, 2 bad command line or environment.
+`
+
+// produceResult is what produce prints with --output json.
+type produceResult struct {
+	Topic      string  `json:"topic"`
+	Messages   int     `json:"messages"`
+	Valid      int     `json:"valid"`
+	Duplicates int     `json:"duplicates"`
+	Malformed  int     `json:"malformed"`
+	ElapsedMs  int64   `json:"elapsed_ms"`
+	PerSecond  float64 `json:"per_second"`
 }
 
 func parseProduceFlags(args []string, d deps) (produceFlags, error) {
 	var f produceFlags
 	c := &f.cfg
-	fs := newFlagSet("produce", d.stderr)
+	fs := d.flags("produce", produceUsage)
 	fs.StringVar(&f.brokers, "brokers", strings.Join(d.cfg.Kafka.Brokers, ","), "Kafka brokers, comma-separated (KAFKA_BROKERS)")
 	fs.StringVar(&f.topic, "topic", d.cfg.Kafka.Topic, "topic to write (KAFKA_TOPIC)")
 	fs.IntVar(&c.Merchants, "merchants", workload.DefaultMerchants, "number of merchants (m-000000 ...)")
@@ -42,13 +64,14 @@ func parseProduceFlags(args []string, d deps) (produceFlags, error) {
 	fs.Int64Var(&c.MaxAmount, "max-amount", workload.DefaultMaxAmount, "largest amount")
 	fs.StringVar(&c.IDPrefix, "id-prefix", "", `event_id prefix (default "evt-<time>-", so runs never share an event_id)`)
 	fs.DurationVar(&f.progress, "progress", time.Second, "interval of progress lines")
-	if err := parseFlags(fs, args); err != nil {
+	output := fs.Output()
+	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	f.output = *output
 	c.IDPrefix = cmp.Or(c.IDPrefix, "evt-"+strconv.FormatInt(time.Now().Unix(), 36)+"-")
 	if f.brokers == "" {
-		fmt.Fprintln(d.stderr, "billing-sim produce: no brokers: set --brokers or KAFKA_BROKERS")
-		return f, errUsage
+		return f, fs.Fail("no brokers: set --brokers or KAFKA_BROKERS")
 	}
 	return f, nil
 }
@@ -80,16 +103,25 @@ func runProduce(ctx context.Context, args []string, d deps) error {
 	d.log.Info("producing", zap.String("topic", f.topic), zap.Strings("brokers", kcfg.Brokers),
 		zap.Int("total", f.total), zap.Float64("rate", float64(f.rate)), zap.String("skew", cfg.Skew.String()),
 		zap.Uint64("seed", cfg.Seed), zap.String("id_prefix", cfg.IDPrefix))
-	reported := time.Now()
+	reported, progress := time.Now(), d.stdout
+	if f.output == cli.JSON {
+		progress = d.stderr // stdout holds the one JSON document
+	}
 	st, err := workload.ProduceOnSchedule(ctx, w, gen, f.total, f.rate == 0, func(st workload.ScheduleStats) {
 		if time.Since(reported) >= f.progress {
 			reported = time.Now()
-			fmt.Fprintln(d.stdout, "produced", describe(st))
+			fmt.Fprintln(progress, "produced", describe(st))
 		}
 	})
 	err = errors.Join(err, w.Close())
 	clients.Transport.CloseIdleConnections()
-	fmt.Fprintf(d.stdout, "done: %s to %s\n", describe(st), f.topic)
+	if f.output == cli.JSON {
+		s := st.Summary
+		err = errors.Join(err, printJSON(d.stdout, produceResult{Topic: f.topic, Messages: s.Messages, Valid: s.Valid, Duplicates: s.Duplicates,
+			Malformed: s.Malformed, ElapsedMs: st.Elapsed.Milliseconds(), PerSecond: float64(s.Messages) / max(st.Elapsed.Seconds(), 1e-9)}))
+	} else {
+		fmt.Fprintf(d.stdout, "done: %s to %s\n", describe(st), f.topic)
+	}
 	if errors.Is(err, context.Canceled) && f.total == 0 {
 		return nil // interrupted an unbounded run: that is how it ends
 	}

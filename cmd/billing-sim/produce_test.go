@@ -20,8 +20,8 @@ func TestProduceWritesTheWorkload(t *testing.T) {
 	args := []string{"produce", "--topic", topic, "--total", "700", "--merchants", "25", "--hot", "0.2",
 		"--duplicates", "0.02", "--malformed", "0.01", "--seed", "3", "--id-prefix", "t-"}
 	getenv := env(map[string]string{"LOG_LEVEL": "error", "KAFKA_BROKERS": strings.Join(k.Brokers, ",")})
-	if err := run(ctx, args, &out, &errOut, getenv); err != nil {
-		t.Fatalf("produce: %v\n%s", err, errOut.String())
+	if code := run(ctx, args, &out, &errOut, getenv); code != 0 {
+		t.Fatalf("produce: exit %d\n%s", code, errOut.String())
 	}
 	if !strings.Contains(out.String(), "done: 700 messages") {
 		t.Fatalf("output lacks the final count:\n%s", out.String())

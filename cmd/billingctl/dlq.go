@@ -66,7 +66,7 @@ func (c *ctl) runDLQ(ctx context.Context, args []string) error {
 // so the two commands always take the same ones.
 type filterFlags struct {
 	classes, merchants, events, since, until, partitions, replayCounts string
-	offsetFrom, offsetTo                                                int64
+	offsetFrom, offsetTo                                               int64
 }
 
 func (f *filterFlags) register(fs *cli.FlagSet) {
