@@ -181,6 +181,15 @@ func jsonStrings(doc any, keys ...string) []string {
 	return out
 }
 
+// jsonRoundTrip decodes a generic JSON document into a typed value.
+func jsonRoundTrip(doc, into any) error {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
+}
+
 func decodeJSON(t *testing.T, name string) any {
 	t.Helper()
 	var doc any
