@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,11 +117,12 @@ func TestDockerfile(t *testing.T) {
 		t.Fatal("the builder stage runs no go build")
 	}
 	builder := strings.Join(img.builder.lines, "\n")
-	for _, want := range []string{"-trimpath", `-ldflags "-s -w"`, "--mount=type=cache,target=/go/pkg/mod"} {
+	for _, want := range []string{"-trimpath", `-ldflags "-s -w`, "--mount=type=cache,target=/go/pkg/mod"} {
 		if !strings.Contains(build, want) {
 			t.Errorf("the go build line lacks %s: %s", want, build)
 		}
 	}
+	checkBuildIdentity(t, img, build)
 	if !strings.Contains(builder, "CGO_ENABLED=0") {
 		t.Error("the builder does not set CGO_ENABLED=0: the binaries would need libc")
 	}
@@ -191,6 +193,41 @@ func TestDockerignore(t *testing.T) {
 	for _, name := range needed {
 		if ignored(name) {
 			t.Errorf(".dockerignore leaves out %s, which the build needs", name)
+		}
+	}
+}
+
+// buildinfoVar matches a package-level string variable of internal/buildinfo.
+var buildinfoVar = regexp.MustCompile(`(?m)^\s+(Version|Commit|Date)\s+string`)
+
+// The image says which build it is: the linker sets buildinfo's variables
+// (they exist there) from build arguments, and the runtime stage carries the
+// same values as OCI labels.
+func checkBuildIdentity(t *testing.T, img image, build string) {
+	t.Helper()
+	const pkg = "github.com/quotaflow/billing/internal/buildinfo"
+	src := string(readFile(t, repoPath("internal", "buildinfo", "buildinfo.go")))
+	labels := strings.Join(img.runtime.lines, "\n")
+	for v, label := range map[string]string{"Version": "org.opencontainers.image.version", "Commit": "org.opencontainers.image.revision", "Date": "org.opencontainers.image.created"} {
+		if !slices.ContainsFunc(buildinfoVar.FindAllStringSubmatch(src, -1), func(m []string) bool { return m[1] == v }) {
+			t.Errorf("internal/buildinfo declares no string variable %s", v)
+		}
+		arg := strings.ToUpper(v)
+		if want := "-X " + pkg + "." + v + "=${" + arg + "}"; !strings.Contains(build, want) {
+			t.Errorf("the go build line lacks %s", want)
+		}
+		if want := label + `="${` + arg + `}"`; !strings.Contains(labels, want) {
+			t.Errorf("the runtime stage lacks LABEL %s", want)
+		}
+		for _, st := range []stage{img.builder, img.runtime} {
+			if !slices.ContainsFunc(st.lines, func(l string) bool { return strings.HasPrefix(l, "ARG ") && strings.Contains(l, arg+"=") }) {
+				t.Errorf("stage FROM %s declares no ARG %s (an ARG is scoped to its stage)", st.from, arg)
+			}
+		}
+	}
+	for _, label := range []string{"org.opencontainers.image.source", "org.opencontainers.image.title"} {
+		if !strings.Contains(labels, label+"=") {
+			t.Errorf("the runtime stage lacks LABEL %s", label)
 		}
 	}
 }
