@@ -59,6 +59,22 @@ func newDemoResult(s *demo.Summary, err error) demoResult {
 
 // runDemo runs the whole system on this machine: see internal/demo.
 func runDemo(ctx context.Context, args []string, d deps) error {
+	o, output, err := parseDemoFlags(args, d)
+	if err != nil {
+		return err
+	}
+	if f, ok := o.Out.(*os.File); ok {
+		o.Terminal = term.IsTerminal(int(f.Fd()))
+	}
+	sum, err := demo.Run(ctx, o)
+	if output == cli.JSON && sum != nil {
+		err = errors.Join(err, printJSON(d.stdout, newDemoResult(sum, err)))
+	}
+	return err
+}
+
+// parseDemoFlags reads demo's command line into its options and --output.
+func parseDemoFlags(args []string, d deps) (demo.Options, string, error) {
 	fs := d.flags("demo", demoUsage)
 	o := demo.Options{MySQLDSN: d.cfg.MySQL.DSN, RedisAddrs: d.cfg.Redis.Addrs, Out: d.stdout}
 	brokers := fs.String("brokers", "", "use this Kafka (comma list) instead of the embedded broker; topics of the run are created there")
@@ -76,7 +92,7 @@ func runDemo(ctx context.Context, args []string, d deps) error {
 	fs.StringVar(&o.LogLevel, "worker-log-level", "error", "log level of the demo's workers")
 	output := fs.Output()
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, "", err
 	}
 	if *output == cli.JSON {
 		o.Out = d.stderr // stdout holds the one JSON document
@@ -84,12 +100,5 @@ func runDemo(ctx context.Context, args []string, d deps) error {
 	if *brokers != "" {
 		o.Brokers = strings.Split(*brokers, ",")
 	}
-	if f, ok := o.Out.(*os.File); ok {
-		o.Terminal = term.IsTerminal(int(f.Fd()))
-	}
-	sum, err := demo.Run(ctx, o)
-	if *output == cli.JSON && sum != nil {
-		err = errors.Join(err, printJSON(d.stdout, newDemoResult(sum, err)))
-	}
-	return err
+	return o, *output, nil
 }
