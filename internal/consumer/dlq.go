@@ -76,8 +76,8 @@ func (g *generation[T]) deadLetter(l *lane[T], ps []pending[T]) bool {
 			}
 			p.e.part.done(p.e.msg.Offset)
 			g.c.m.dlqPublished.WithLabelValues(string(p.class)).Inc()
-			g.log.Warn("message dead-lettered", zap.Int("partition", p.e.msg.Partition), zap.Int64("offset", p.e.msg.Offset),
-				zap.String("class", string(p.class)), zap.Int("attempt", p.e.attempts), zap.Error(p.cause))
+			g.log.Warn("message dead-lettered", logFields(&p.e,
+				zap.String("class", string(p.class)), zap.Int("attempt", p.e.attempts), zap.Error(p.cause))...)
 		}
 		if len(left) < len(ps) {
 			g.commitSoon()

@@ -97,8 +97,7 @@ func (g *generation[T]) countAttempt(l *lane[T], e *envelope[T], cause error) (e
 	g.c.health.fail(l.key, fmt.Errorf("consumer: partition %d offset %d failing (attempt %d/%d): %w",
 		e.part.id, e.msg.Offset, e.attempts, g.c.cfg.MaxAttempts, cause))
 	g.c.m.retries.WithLabelValues(retryItem).Inc()
-	g.log.Warn("item failed, retrying", zap.Int("partition", e.part.id), zap.Int64("offset", e.msg.Offset),
-		zap.Int("attempt", e.attempts), zap.Error(cause))
+	g.log.Warn("item failed, retrying", logFields(e, zap.Int("attempt", e.attempts), zap.Error(cause))...)
 	return false
 }
 
