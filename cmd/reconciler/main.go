@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -52,18 +51,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	cfg, err := config.Load(getenv)
 	if err != nil {
-		fmt.Fprintln(stderr, "reconciler:", err)
+		logging.Failure(stderr, "reconciler", getenv("LOG_FORMAT"), err)
 		return cli.ExitUsage
 	}
-	log, err := logging.New(cfg.LogLevel)
+	// Never sampled: every line of the reconciler is about money (a repair, a finding).
+	log, err := logging.Build(logging.Options{Level: cfg.LogLevel, Format: cfg.LogFormat})
 	if err != nil {
-		fmt.Fprintln(stderr, "reconciler:", err)
+		logging.Failure(stderr, "reconciler", cfg.LogFormat, err)
 		return cli.ExitUsage
 	}
 	defer func() { _ = log.Sync() }()
 	rep, err := serve(ctx, cfg, opts, log, stdout)
 	if err != nil {
-		log.Error("reconciler", zap.Error(err))
+		logging.Failure(stderr, "reconciler", cfg.LogFormat, err)
 		return exitFailed
 	}
 	return exitCode(rep, opts.FailOnRepair)
