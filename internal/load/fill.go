@@ -37,7 +37,10 @@ type filled struct {
 // over the merchants, with balances to match: the ledger as it would be
 // after rows earlier payments. Their event_ids are the run's prefix followed
 // by numbers after the run's own (firstSeq on), so old and new ids interleave
-// in the unique index as a producer's ids over time would.
+// in the unique index as a producer's ids over time would, and they are
+// written in a scattered order (scatter): the index's pages end up as part
+// full as random ids leave them, not packed full by ascending inserts (which
+// would make every insert of the run split a page).
 func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPrefix string, firstSeq int) (filled, error) {
 	gen, err := idgen.New(fillWorkerID, idgen.Options{})
 	if err != nil {
@@ -75,7 +78,7 @@ func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPref
 			j := off + i
 			m, amount := j%len(merchants), fillAmount(j, len(merchants))
 			after[m] -= amount
-			balance, eventID := after[m], idPrefix+strconv.Itoa(firstSeq+j)
+			balance, eventID := after[m], idPrefix+strconv.Itoa(firstSeq+scatter(j, rows))
 			at := now.Add(time.Duration(j-rows) * time.Millisecond)
 			led[i] = ledger.Row{EventID: eventID, MerchantID: merchants[m], Kind: ledger.KindDebit, Amount: amount,
 				BalanceAfter: &balance, Reason: ledger.ReasonPayment, PaymentID: "pay-" + eventID, Source: string(sources[j%3]),
@@ -121,4 +124,11 @@ func warm(ctx context.Context, db *sql.DB) error {
 		}
 	}
 	return nil
+}
+
+// scatter maps 0..n-1 onto itself, one to one, far from ascending: j times a
+// prime larger than n, modulo n.
+func scatter(j, n int) int {
+	const prime = 4_294_967_291 // the largest prime below 2^32; n stays below it
+	return int(uint64(j) * prime % uint64(n))
 }

@@ -183,3 +183,23 @@ func TestGrantPrefill(t *testing.T) {
 		t.Fatalf("debited %d, fill says %d (%v)", debited, f.debited, err)
 	}
 }
+
+func TestScatterIsAPermutation(t *testing.T) {
+	for _, n := range []int{1, 2, 7, 1000, 65536} {
+		seen := make([]bool, n)
+		ascending := 0
+		for j := range n {
+			k := scatter(j, n)
+			if k < 0 || k >= n || seen[k] {
+				t.Fatalf("scatter(%d, %d) = %d: out of range or repeated", j, n, k)
+			}
+			seen[k] = true
+			if j > 0 && k == scatter(j-1, n)+1 {
+				ascending++
+			}
+		}
+		if n >= 1000 && ascending > n/100 {
+			t.Errorf("n=%d: %d of the steps ascend by one: not scattered", n, ascending)
+		}
+	}
+}
