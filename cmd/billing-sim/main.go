@@ -79,7 +79,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			if err != nil {
 				return err
 			}
-			log, err := logging.New(cfg.LogLevel)
+			log, err := logging.Build(logging.Options{Level: cfg.LogLevel, Format: cfg.LogFormat, Sampling: cfg.LogSampling})
 			if err != nil {
 				return err
 			}

@@ -132,7 +132,7 @@ func (c *ctl) operator(ctx context.Context) (*app.Operator, func(), error) {
 	if c.getenv("LOG_LEVEL") == "" {
 		level = "warn" // a person is reading stdout; the lease chatter is noise unless asked for
 	}
-	log, err := logging.New(level)
+	log, err := logging.Build(logging.Options{Level: level, Format: cfg.LogFormat, Sampling: cfg.LogSampling})
 	if err != nil {
 		return nil, nil, err
 	}
