@@ -49,7 +49,7 @@ var variables = []Variable{
 	{Name: "IDGEN_WORKER_ID", Doc: "explicit Snowflake worker ID 0..1023 (wins over POD_NAME)"},
 	{Name: "WORKER_LANES", Default: "8", Doc: "parallel lanes (merchants hash to lanes)"},
 	{Name: "WORKER_BATCH_SIZE", Default: "1024", Doc: "events per lane batch at most"},
-	{Name: "WORKER_BATCH_WAIT", Default: "5ms", Doc: "how long a lane waits to fill a batch"},
+	{Name: "WORKER_BATCH_WAIT", Default: "5ms", Doc: "how long an idle lane waits to fill a batch (a busy one takes what queued meanwhile at once)"},
 	{Name: "WORKER_MAX_INFLIGHT", Default: "4096", Doc: "unfinished messages per partition before fetching pauses"},
 	{Name: "WORKER_COMMIT_INTERVAL", Default: "1s", Doc: "how often done offsets are committed"},
 	{Name: "WORKER_MAX_ATTEMPTS", Default: "5", Doc: "tries of an event failing alone before the DLQ (class exhausted)"},

@@ -18,7 +18,7 @@ type Config struct {
 
 	Lanes     int           // parallel lanes, each one ordered (default 8)
 	BatchSize int           // most items per handler call (default 1024)
-	BatchWait time.Duration // how long a lane waits to fill a batch; 0 takes only what is already queued
+	BatchWait time.Duration // how long an idle lane waits to fill a batch; 0 takes only what is already queued
 	// MaxInFlightPerPartition bounds the messages of a partition between
 	// fetch and commit; a full window pauses that partition's fetch (default 4096).
 	MaxInFlightPerPartition int

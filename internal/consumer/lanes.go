@@ -43,10 +43,12 @@ func newLane[T any](id int, cfg Config) *lane[T] {
 		batch: make([]envelope[T], 0, cfg.BatchSize), items: make([]Item[T], 0, cfg.BatchSize), bo: newBackoff(cfg)}
 }
 
-// runLane collects batches (up to BatchSize, waiting at most BatchWait once
-// the first message is there) and settles each before taking the next, until
-// the generation stops. Messages still queued then are dropped: their offsets
-// stay uncommitted.
+// runLane collects batches and settles each before taking the next, until
+// the generation stops. A batch takes what is queued, up to BatchSize; a lane
+// that was idle waits up to BatchWait once the first message is there, for
+// more to come. A lane that was busy does not wait: what queued meanwhile has
+// waited a batch's time already. Messages still queued when the generation
+// stops are dropped: their offsets stay uncommitted.
 func (g *generation[T]) runLane(l *lane[T]) {
 	defer g.c.health.ok(l.key)
 	var timer *time.Timer
@@ -55,13 +57,18 @@ func (g *generation[T]) runLane(l *lane[T]) {
 		defer timer.Stop()
 	}
 	for {
+		idle := len(l.in) == 0
 		select {
 		case e := <-l.in:
 			l.batch = append(l.batch[:0], e)
 		case <-g.stop.Done():
 			return
 		}
-		if !g.fill(l, timer) {
+		wait := timer
+		if !idle {
+			wait = nil
+		}
+		if !g.fill(l, wait) {
 			return
 		}
 		g.settle(l)
@@ -70,7 +77,7 @@ func (g *generation[T]) runLane(l *lane[T]) {
 }
 
 // fill adds messages to the batch up to BatchSize: those already queued, and
-// with a BatchWait those arriving within it. It returns false when the
+// with a timer those arriving within BatchWait. It returns false when the
 // generation stopped.
 func (g *generation[T]) fill(l *lane[T], timer *time.Timer) bool {
 	size := g.c.cfg.BatchSize
