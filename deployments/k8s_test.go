@@ -261,62 +261,73 @@ func TestK8sReconcilerCronJob(t *testing.T) {
 // workers, an init container or a hook does not. Every billing-worker must
 // start after a `billingctl migrate` of its own image has finished. (The
 // worker's schema gate would hold it anyway, internal/app
-// TestWorkerWaitsForSchema; this keeps it from waiting on the rollout itself.)
+// TestWorkerWaitsForTheSchema; this keeps it from waiting on the rollout itself.)
 func TestK8sRolloutMigratesBeforeWorkersStart(t *testing.T) {
+	for _, m := range renderings(t) {
+		for _, p := range rolloutProblems(m) {
+			t.Errorf("%s: %s", m.source, p)
+		}
+	}
+	// The check itself: the first release's shape (a plain migrate Job beside
+	// workers without an init container) fails it.
+	old := loadManifests(t)
+	for _, s := range old.statefulSets {
+		s.Spec.Template.Spec.InitContainers = nil
+	}
+	job := renderHelm(t, nil).jobs[0].DeepCopy()
+	job.Annotations = nil
+	old.jobs = append(old.jobs, job)
+	if got := rolloutProblems(old); len(got) != 2 {
+		t.Errorf("a plain migrate Job: %d problems, want 2 (the race and the immutable template): %v", len(got), got)
+	}
+}
+
+func rolloutProblems(m *manifests) []string {
 	isMigrate := func(c corev1.Container) bool {
 		argv := append(slices.Clone(c.Command), c.Args...)
 		return len(argv) >= 2 && filepath.Base(argv[0]) == "billingctl" && argv[1] == "migrate"
 	}
-	for _, m := range renderings(t) {
-		migrated := false // the schema is at the image's version
-		var steps []string
-		run := func(what string, cs []corev1.Container) {
-			for _, c := range cs {
-				if isMigrate(c) {
-					migrated = true
-					steps = append(steps, what+" migrates")
-				}
-			}
-		}
-		for _, w := range m.workloads() { // 1. hooks (every pre-upgrade hook also runs pre-install here)
-			if w.kind == "Job" && slices.Contains(w.hooks, "pre-upgrade") && slices.Contains(w.hooks, "pre-install") {
-				run("hook Job/"+w.name, w.pod.Spec.Containers)
-			}
-		}
-		workers := 0
-		for _, w := range m.workloads() { // 2. everything else, each pod: init containers, then containers
-			if w.hooks != nil {
-				continue
-			}
-			run(w.kind+"/"+w.name+" init", w.pod.Spec.InitContainers)
-			for _, c := range w.pod.Spec.Containers {
-				if len(c.Command) > 0 && filepath.Base(c.Command[0]) == "billing-worker" {
-					workers++
-					if !migrated {
-						t.Errorf("%s %s/%s: billing-worker starts before any migration finished (steps so far: %v)", m.source, w.kind, w.name, steps)
-					}
-				}
-			}
-			if w.kind == "Job" { // a plain Job runs beside the pods: at best after them
-				run("Job/"+w.name, w.pod.Spec.Containers)
-			}
-		}
-		if workers == 0 {
-			t.Errorf("%s: no billing-worker", m.source)
-		}
-		if !migrated {
-			t.Errorf("%s: nothing runs billingctl migrate", m.source)
-		}
-		// A Job applied by kubectl keeps its immutable template: a new image tag
-		// fails the apply. Only hooks (deleted before re-creation) may be Jobs.
-		for _, j := range m.jobs {
-			if hooks(j.ObjectMeta) == nil {
-				t.Errorf("%s Job/%s is applied as a plain Job: its template is immutable, so the next image tag fails kubectl apply", m.source, j.Name)
-			} else if p := j.Annotations["helm.sh/hook-delete-policy"]; !strings.Contains(p, "before-hook-creation") {
-				t.Errorf("%s Job/%s: hook-delete-policy %q lacks before-hook-creation", m.source, j.Name, p)
-			}
+	var problems []string
+	migrated := false // the schema is at the image's version
+	run := func(cs []corev1.Container) {
+		migrated = migrated || slices.ContainsFunc(cs, isMigrate)
+	}
+	for _, w := range m.workloads() { // 1. hooks (every pre-upgrade hook also runs pre-install here)
+		if w.kind == "Job" && slices.Contains(w.hooks, "pre-upgrade") && slices.Contains(w.hooks, "pre-install") {
+			run(w.pod.Spec.Containers)
 		}
 	}
+	workers := 0
+	for _, w := range m.workloads() { // 2. everything else; each pod: init containers, then containers
+		if w.hooks != nil {
+			continue
+		}
+		run(w.pod.Spec.InitContainers)
+		for _, c := range w.pod.Spec.Containers {
+			if len(c.Command) > 0 && filepath.Base(c.Command[0]) == "billing-worker" {
+				workers++
+				if !migrated {
+					problems = append(problems, fmt.Sprintf("%s/%s: billing-worker may start before billingctl migrate finished", w.kind, w.name))
+				}
+			}
+		}
+		if w.kind == "Job" { // a plain Job runs beside the pods: at best after them
+			run(w.pod.Spec.Containers)
+		}
+	}
+	if workers == 0 || !migrated {
+		problems = append(problems, fmt.Sprintf("%d billing-worker(s), migrated: %v", workers, migrated))
+	}
+	// A Job applied by kubectl keeps its immutable template: a new image tag
+	// fails the apply. Only hooks (deleted before re-creation) may be Jobs.
+	for _, j := range m.jobs {
+		if hooks(j.ObjectMeta) == nil {
+			problems = append(problems, fmt.Sprintf("Job/%s is a plain Job: its template is immutable, so the next image tag fails kubectl apply", j.Name))
+		} else if p := j.Annotations["helm.sh/hook-delete-policy"]; !strings.Contains(p, "before-hook-creation") {
+			problems = append(problems, fmt.Sprintf("Job/%s: hook-delete-policy %q lacks before-hook-creation", j.Name, p))
+		}
+	}
+	return problems
 }
 
 // Every pod runs as non-root on a read-only root, without capabilities, with
