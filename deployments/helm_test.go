@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -106,5 +107,85 @@ func TestHelmMonitoring(t *testing.T) {
 	}
 	if d := renderHelm(t, nil); len(d.serviceMonitors)+len(d.prometheusRules) != 0 {
 		t.Error("ServiceMonitor and PrometheusRule are on by default: they fail on clusters without the Prometheus Operator")
+	}
+}
+
+// values.schema.json refuses what would render a broken release.
+func TestHelmValuesSchema(t *testing.T) {
+	chart, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		values map[string]any
+	}{
+		{"memory limit GOMEMLIMIT cannot follow", map[string]any{"worker": map[string]any{"resources": map[string]any{"limits": map[string]any{"cpu": "1", "memory": "512M"}}}}},
+		{"a password in the ConfigMap", map[string]any{"config": map[string]any{"REDIS_PASSWORD": "x"}}},
+		{"a secret key named by no *_FILE variable", map[string]any{"secrets": map[string]any{"keys": map[string]any{"token": "TOKEN_FILE"}}}},
+		{"a port out of range", map[string]any{"metrics": map[string]any{"port": 70000}}},
+		{"a non-string config value", map[string]any{"config": map[string]any{"LOCK_TTL": 30}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := chartutil.ToRenderValues(chart, tt.values, chartutil.ReleaseOptions{Name: "billing", Namespace: "billing", IsInstall: true}, chartutil.DefaultCapabilities)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// With secrets.existingSecret the chart makes no Secret and every pod,
+// the migration hook's included, mounts the named one.
+func TestHelmExistingSecret(t *testing.T) {
+	m := renderHelm(t, map[string]any{"secrets": map[string]any{"existingSecret": "vault-billing"}})
+	if len(m.secrets) != 0 {
+		t.Errorf("the chart made Secrets %v", slices.Collect(maps.Keys(m.secrets)))
+	}
+	for _, w := range m.workloads() {
+		i := slices.IndexFunc(w.pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil })
+		if i < 0 || w.pod.Spec.Volumes[i].Secret.SecretName != "vault-billing" {
+			t.Errorf("%s/%s does not mount Secret vault-billing", w.kind, w.name)
+		}
+	}
+	for _, s := range m.statefulSets {
+		if _, ok := s.Spec.Template.Annotations["checksum/secret"]; ok {
+			t.Errorf("StatefulSet/%s: a checksum of a Secret the chart does not make", s.Name)
+		}
+	}
+}
+
+// The chart's secret keys may name exactly the *_FILE variables of secrets
+// that config reads: a new secret variable appears in the schema too.
+func TestHelmSecretFileVariables(t *testing.T) {
+	var schema struct {
+		Properties struct {
+			Secrets struct {
+				Properties struct {
+					Keys struct {
+						AdditionalProperties struct {
+							Enum []string `json:"enum"`
+						} `json:"additionalProperties"`
+					} `json:"keys"`
+				} `json:"properties"`
+			} `json:"secrets"`
+		} `json:"properties"`
+	}
+	if err := jsonRoundTrip(decodeJSON(t, filepath.Join(chartDir, "values.schema.json")), &schema); err != nil {
+		t.Fatal(err)
+	}
+	got := slices.Sorted(slices.Values(schema.Properties.Secrets.Properties.Keys.AdditionalProperties.Enum))
+	known := knownVariables()
+	var want []string
+	for name := range known {
+		if base, ok := strings.CutSuffix(name, "_FILE"); ok && (known[base].Secret || strings.Contains(base, "PASSWORD")) {
+			want = append(want, name)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("values.schema.json secrets.keys allows %v; config's secret files are %v", got, want)
 	}
 }

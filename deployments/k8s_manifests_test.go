@@ -72,7 +72,8 @@ func loadManifests(t *testing.T) *manifests {
 func renderKustomize(t *testing.T, fs filesys.FileSystem, dir string) *manifests {
 	t.Helper()
 	var kust struct {
-		Images []struct {
+		Resources []string `json:"resources"`
+		Images    []struct {
 			Name string `json:"name"`
 		} `json:"images"`
 	}
@@ -82,6 +83,12 @@ func renderKustomize(t *testing.T, fs filesys.FileSystem, dir string) *manifests
 	}
 	if err := yaml.Unmarshal(b, &kust); err != nil {
 		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	files, _ := fs.Glob(filepath.Join(dir, "*.y*ml"))
+	for _, f := range files {
+		if base := filepath.Base(f); base != "kustomization.yaml" && !slices.Contains(kust.Resources, base) {
+			t.Errorf("%s is not in kustomization.yaml's resources", f)
+		}
 	}
 	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, dir)
 	if err != nil {
