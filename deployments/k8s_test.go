@@ -217,7 +217,6 @@ func checkWorkerServices(t *testing.T, m *manifests, s *appsv1.StatefulSet, c co
 	}
 }
 
-
 func TestK8sReconcilerCronJob(t *testing.T) {
 	var policies [][]batchv1.PodFailurePolicyRule
 	for _, m := range renderings(t) {
