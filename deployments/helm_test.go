@@ -98,6 +98,11 @@ func TestHelmMonitoring(t *testing.T) {
 	if !scraped {
 		t.Errorf("ServiceMonitor/%s selects no port of a non-headless Service", sm.Name)
 	}
+	// The alerts find workers by app_kubernetes_io_name when the job (the
+	// Service's name) follows a fullnameOverride.
+	if !slices.Contains(sm.Spec.PodTargetLabels, "app.kubernetes.io/name") {
+		t.Errorf("ServiceMonitor/%s: podTargetLabels %v lacks app.kubernetes.io/name", sm.Name, sm.Spec.PodTargetLabels)
+	}
 	var want ruleFile
 	if err := yaml.UnmarshalStrict(readFile(t, filepath.Join("prometheus", "alerts.yml")), &want); err != nil {
 		t.Fatal(err)

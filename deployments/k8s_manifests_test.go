@@ -46,8 +46,9 @@ type serviceMonitor struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 	Spec              struct {
-		Selector  metav1.LabelSelector `json:"selector"`
-		Endpoints []struct {
+		PodTargetLabels []string             `json:"podTargetLabels"`
+		Selector        metav1.LabelSelector `json:"selector"`
+		Endpoints       []struct {
 			Port     string `json:"port"`
 			Path     string `json:"path"`
 			Interval string `json:"interval"`
