@@ -91,10 +91,12 @@ const (
 	MySQLTableAccessDenied        = 1142 // ER_TABLEACCESS_DENIED_ERROR
 	MySQLColumnAccessDenied       = 1143 // ER_COLUMNACCESS_DENIED_ERROR
 	MySQLNoSuchTable              = 1146 // ER_NO_SUCH_TABLE: a table missing (schema behind, or renamed)
+	MySQLUnknownStatement         = 1243 // ER_UNKNOWN_STMT_HANDLER: a prepared statement the server no longer has
 	MySQLTooManyUserConnections   = 1203 // ER_TOO_MANY_USER_CONNECTIONS
 	MySQLLockWaitTimeout          = 1205 // ER_LOCK_WAIT_TIMEOUT
 	MySQLDeadlock                 = 1213 // ER_LOCK_DEADLOCK
 	MySQLReadOnly                 = 1290 // ER_OPTION_PREVENTS_STATEMENT: --read-only, a demoted primary
+	MySQLTooManyPrepared          = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED: max_prepared_stmt_count, server-wide
 	MySQLQueryInterrupted         = 1317 // ER_QUERY_INTERRUPTED: KILL QUERY
 	MySQLNeedReprepare            = 1615 // ER_NEED_REPREPARE: the schema changed under a statement
 	MySQLReadOnlyTransaction      = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
@@ -135,8 +137,8 @@ func mysqlOutage(n uint16) bool {
 	switch n {
 	case MySQLDiskFull, MySQLTooManyConnections, MySQLDBAccessDenied, MySQLAccessDenied, MySQLNoDatabase,
 		MySQLUnknownCommand, MySQLBadDatabase, MySQLServerShutdown, MySQLBadField, MySQLTableFull, MySQLHostBlocked,
-		MySQLHostNotPrivileged, MySQLTableAccessDenied, MySQLColumnAccessDenied, MySQLNoSuchTable,
-		MySQLTooManyUserConnections, MySQLLockWaitTimeout, MySQLDeadlock, MySQLReadOnly, MySQLQueryInterrupted,
+		MySQLHostNotPrivileged, MySQLTableAccessDenied, MySQLColumnAccessDenied, MySQLNoSuchTable, MySQLUnknownStatement,
+		MySQLTooManyUserConnections, MySQLTooManyPrepared, MySQLLockWaitTimeout, MySQLDeadlock, MySQLReadOnly, MySQLQueryInterrupted,
 		MySQLNeedReprepare, MySQLReadOnlyTransaction, MySQLReadOnlyMode, MySQLConnectionKilled,
 		MySQLStatementTimeout, MySQLQueryTimeout, MySQLClientInteractionTimeout:
 		return true

@@ -55,6 +55,7 @@ func TestIsOutage(t *testing.T) {
 		{"mysql 1040 too many connections", mysqlErr(1040, "Too many connections"), true},
 		{"mysql 1213 deadlock", fmt.Errorf("ledger: gave up after 5 attempts: %w", mysqlErr(1213, "Deadlock found")), true},
 		{"mysql 1205 lock wait timeout", mysqlErr(1205, "Lock wait timeout exceeded"), true},
+		{"mysql 1461 prepared statements exhausted", mysqlErr(1461, "Can't create more than max_prepared_stmt_count statements (current value: 16382)"), true},
 		{"mysql 1969 statement timeout", mysqlErr(1969, "Query execution was interrupted (max_statement_time exceeded)"), true},
 		{"mysql 1062 duplicate is the data", mysqlErr(1062, "Duplicate entry"), false},
 		{"mysql 1406 data too long is the data", mysqlErr(1406, "Data too long"), false},
