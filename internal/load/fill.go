@@ -40,8 +40,9 @@ type filled struct {
 // in the unique index as a producer's ids over time would, and they are
 // written in a scattered order (scatter): the index's pages end up as part
 // full as random ids leave them, not packed full by ascending inserts (which
-// would make every insert of the run split a page).
-func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPrefix string, firstSeq int) (filled, error) {
+// would make every insert of the run split a page). With ordered, they are
+// ascending and all sort before the run's: ids that grow with time.
+func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPrefix string, firstSeq int, ordered bool) (filled, error) {
 	gen, err := idgen.New(fillWorkerID, idgen.Options{})
 	if err != nil {
 		return filled{}, fmt.Errorf("load: %w", err)
@@ -79,6 +80,9 @@ func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPref
 			m, amount := j%len(merchants), fillAmount(j, len(merchants))
 			after[m] -= amount
 			balance, eventID := after[m], idPrefix+strconv.Itoa(firstSeq+scatter(j, rows))
+			if ordered { // "-" sorts before every digit: all before the run's ids
+				eventID = fmt.Sprintf("%s-%010d", idPrefix, j)
+			}
 			at := now.Add(time.Duration(j-rows) * time.Millisecond)
 			led[i] = ledger.Row{EventID: eventID, MerchantID: merchants[m], Kind: ledger.KindDebit, Amount: amount,
 				BalanceAfter: &balance, Reason: ledger.ReasonPayment, PaymentID: "pay-" + eventID, Source: string(sources[j%3]),

@@ -50,6 +50,11 @@ type Options struct {
 	// LedgerRows pre-fills quota_ledger with this many debit rows (and
 	// merchant_balance to match) before the run: the growth figure.
 	LedgerRows int
+	// OrderedIDs gives the pre-filled rows event_ids that sort before the
+	// run's, ascending (a producer whose ids grow with time, as ULIDs or
+	// Snowflakes do); by default they interleave with the run's in a
+	// scattered order (random ids, as UUIDs are).
+	OrderedIDs bool
 	// Rate, when positive, produces on an absolute schedule (events/s) while
 	// the workers run, instead of preloading; latency is measured then.
 	Rate float64
@@ -173,6 +178,7 @@ type Setup struct {
 	WorkerBinary string   `json:"worker_binary"`
 	WorkerEnv    []string `json:"worker_env,omitempty"`
 	LedgerRows   int      `json:"ledger_rows_before"`
+	OrderedIDs   bool     `json:"ledger_ids_ordered,omitempty"`
 	Rate         float64  `json:"rate,omitempty"`
 }
 

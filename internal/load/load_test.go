@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -157,11 +158,23 @@ func checkRemoved(t *testing.T, db *testenv.MySQL, rdb *testenv.Redis, s Setup) 
 // sum to credited, its debit rows to debited, and its last row's
 // balance_after is what remains.
 func TestGrantPrefill(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ordered ids %v", ordered), func(t *testing.T) { testGrantPrefill(t, ordered) })
+	}
+}
+
+func testGrantPrefill(t *testing.T, ordered bool) {
 	db := testenv.NewMySQL(t)
 	merchants := workload.MerchantIDs(7)
-	f, err := grant(context.Background(), db.SQL, merchants, 12_345, "ldtest-", 100)
+	f, err := grant(context.Background(), db.SQL, merchants, 12_345, "ldtest-", 100, ordered)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ordered { // every pre-filled id sorts before the run's ("ldtest-100" on)
+		var after int
+		if err := db.SQL.QueryRow("SELECT COUNT(*) FROM quota_ledger WHERE kind = 'debit' AND event_id >= 'ldtest-0'").Scan(&after); err != nil || after != 0 {
+			t.Fatalf("%d pre-filled ids sort among the run's (%v)", after, err)
+		}
 	}
 	var rows, maxID int64
 	if err := db.SQL.QueryRow("SELECT COUNT(*), MAX(id) FROM quota_ledger").Scan(&rows, &maxID); err != nil {

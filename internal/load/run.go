@@ -55,7 +55,7 @@ func (r *run) all(ctx context.Context) error {
 	r.res.Setup = Setup{
 		Database: st.DBName, KeyPrefix: st.Prefix, Topic: st.Topic, Brokers: st.Brokers, Embedded: st.Cluster != nil,
 		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Seed: o.Seed, Workers: o.Workers,
-		WorkerBinary: o.WorkerBinary, WorkerEnv: o.WorkerEnv, LedgerRows: o.LedgerRows, Rate: o.Rate,
+		WorkerBinary: o.WorkerBinary, WorkerEnv: o.WorkerEnv, LedgerRows: o.LedgerRows, OrderedIDs: o.OrderedIDs, Rate: o.Rate,
 	}
 	r.res.Host = host(ctx, st)
 	r.res.Events = o.Events
@@ -63,7 +63,7 @@ func (r *run) all(ctx context.Context) error {
 	o.Log.Info("load: granting quota", zap.String("database", st.DBName), zap.Int("merchants", o.Merchants), zap.Int("ledger_rows", o.LedgerRows))
 	t0 := time.Now()
 	var err error
-	if r.fill, err = grant(ctx, st.db, workload.MerchantIDs(o.Merchants), o.LedgerRows, r.idPfx, o.Events); err != nil {
+	if r.fill, err = grant(ctx, st.db, workload.MerchantIDs(o.Merchants), o.LedgerRows, r.idPfx, o.Events, o.OrderedIDs); err != nil {
 		return err
 	}
 	if o.LedgerRows > 0 {
