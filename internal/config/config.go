@@ -39,6 +39,7 @@ type Config struct {
 	LockTTL     time.Duration
 	IDGen       IDGen
 	Worker      Worker
+	Tracing     Tracing
 }
 
 // Default values of the environment contract.
@@ -76,6 +77,7 @@ func (p *parser) config(needs []Need) Config {
 		LogSampling: p.boolean("LOG_SAMPLING", true),
 		LockTTL:     p.duration("LOCK_TTL", DefaultLockTTL, 100*time.Millisecond, 10*time.Minute),
 		Worker:      p.worker(),
+		Tracing:     p.tracing(),
 	}
 	cfg.IDGen = p.idgen(slices.Contains(needs, NeedWorkerID))
 	if slices.Contains(needs, NeedKafka) && len(cfg.Kafka.Brokers) == 0 {
