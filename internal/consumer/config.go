@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes a Consumer. Zero values take the defaults named on each field;
@@ -47,6 +48,10 @@ type Config struct {
 	GroupTimeout time.Duration
 
 	MaxWait time.Duration // fetch: longest wait for a first byte (default 100ms)
+
+	// Tracer makes a span of each lane batch and dead-letter write; nil
+	// (tracing off) makes none and reads no header.
+	Tracer trace.Tracer
 }
 
 func (c *Config) setDefaults() {

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/failure"
+	"github.com/quotaflow/billing/internal/tracing"
 )
 
 // pending is a message on its way to the dead-letter topic.
@@ -52,15 +54,22 @@ func newDLQWriter(cfg Config, rt kafka.RoundTripper) *kafka.Writer {
 // the lane, and the offsets behind it, wait. It reports false when it gave
 // up because the generation stopped (the messages stay uncommitted, and their
 // next owner dead-letters them again: a copy, if this write landed after all).
-func (g *generation[T]) deadLetter(l *lane[T], ps []pending[T]) bool {
+// Under a traced batch the write is a span of its own, and each record carries
+// it as its traceparent, so a replay links back to this write.
+func (g *generation[T]) deadLetter(ctx context.Context, l *lane[T], ps []pending[T]) bool {
 	key := l.key + "/dlq"
 	defer g.c.health.ok(key)
+	ctx, span := g.startDLQ(ctx, len(ps))
+	defer span.End()
 	msgs := make([]kafka.Message, len(ps))
 	for i, p := range ps {
 		msgs[i] = dlq.FromFailure(p.e.msg, g.c.cfg.Group, p.class, p.cause, p.e.attempts, p.e.first, p.e.last).KafkaMessage()
+		if span.IsRecording() {
+			tracing.Inject(ctx, &msgs[i])
+		}
 	}
 	for {
-		err := g.c.dlqWriter.WriteMessages(g.work, msgs...)
+		err := g.c.dlqWriter.WriteMessages(ctx, msgs...)
 		var failed kafka.WriteErrors
 		if !errors.As(err, &failed) {
 			failed = make(kafka.WriteErrors, len(ps)) // all or nothing

@@ -22,6 +22,8 @@ var errItemCount = errors.New("consumer: handler returned per-item errors for a 
 // Undecodable messages are dead-lettered first, then the rest is handled.
 func (g *generation[T]) settle(l *lane[T]) {
 	start := time.Now()
+	ctx, span := g.startBatch(l)
+	defer span.End()
 	valid := l.batch[:0]
 	var invalid []pending[T]
 	for i := range l.batch {
@@ -32,12 +34,12 @@ func (g *generation[T]) settle(l *lane[T]) {
 		}
 		invalid = append(invalid, toDLQ(*e, e.err))
 	}
-	if len(invalid) > 0 && !g.deadLetter(l, invalid) {
+	if len(invalid) > 0 && !g.deadLetter(ctx, l, invalid) {
 		return
 	}
 	if len(valid) > 0 {
 		g.c.m.batchSize.Observe(float64(len(valid)))
-		g.handle(l, valid)
+		g.handle(ctx, l, valid)
 	}
 	g.c.m.batchDuration.Observe(time.Since(start).Seconds())
 }
@@ -49,17 +51,17 @@ func (g *generation[T]) settle(l *lane[T]) {
 // otherwise several failed items (or a permanent batch error) are split and
 // retried alone, and an item failing alone counts an attempt, dead-lettered
 // as exhausted after MaxAttempts.
-func (g *generation[T]) handle(l *lane[T], envs []envelope[T]) bool {
+func (g *generation[T]) handle(ctx context.Context, l *lane[T], envs []envelope[T]) bool {
 	for {
-		errs, batchErr := g.call(l, envs)
+		errs, batchErr := g.call(ctx, l, envs)
 		if permanent(batchErr) {
 			if len(envs) > 1 {
 				g.c.m.retries.WithLabelValues(retrySplit).Inc()
-				return g.alone(l, envs)
+				return g.alone(ctx, l, envs)
 			}
-			return g.deadLetter(l, []pending[T]{toDLQ(envs[0], batchErr)}) && g.recovered(l)
+			return g.deadLetter(ctx, l, []pending[T]{toDLQ(envs[0], batchErr)}) && g.recovered(l)
 		}
-		failed, cause, ok := g.sort(l, envs, errs, batchErr)
+		failed, cause, ok := g.sort(ctx, l, envs, errs, batchErr)
 		switch {
 		case !ok || (len(failed) > 0 && g.stop.Err() != nil):
 			return false
@@ -77,9 +79,9 @@ func (g *generation[T]) handle(l *lane[T], envs []envelope[T]) bool {
 				zap.Error(cause), zap.NamedError("probe", err))
 		} else if len(failed) > 1 {
 			g.c.m.retries.WithLabelValues(retrySplit).Inc()
-			return g.alone(l, failed)
+			return g.alone(ctx, l, failed)
 		} else if g.countAttempt(l, &failed[0], cause) {
-			return g.deadLetter(l, []pending[T]{{e: failed[0], class: dlq.ClassExhausted, cause: cause}}) && g.recovered(l)
+			return g.deadLetter(ctx, l, []pending[T]{{e: failed[0], class: dlq.ClassExhausted, cause: cause}}) && g.recovered(l)
 		}
 		if !sleep(g.stop, l.bo.NextBackOff()) {
 			return false
@@ -109,22 +111,22 @@ func (g *generation[T]) recovered(l *lane[T]) bool {
 }
 
 // alone handles each item as a batch of its own, in order.
-func (g *generation[T]) alone(l *lane[T], envs []envelope[T]) bool {
+func (g *generation[T]) alone(ctx context.Context, l *lane[T], envs []envelope[T]) bool {
 	for i := range envs {
-		if !g.handle(l, envs[i:i+1]) {
+		if !g.handle(ctx, l, envs[i:i+1]) {
 			return false
 		}
 	}
 	return true
 }
 
-// call runs the handler on envs.
-func (g *generation[T]) call(l *lane[T], envs []envelope[T]) ([]error, error) {
+// call runs the handler on envs; ctx is the generation's, with the batch's span.
+func (g *generation[T]) call(ctx context.Context, l *lane[T], envs []envelope[T]) ([]error, error) {
 	l.items = l.items[:0]
 	for i := range envs {
 		l.items = append(l.items, Item[T]{Msg: envs[i].msg, Value: envs[i].value})
 	}
-	errs, err := g.c.handler.HandleBatch(g.work, l.items)
+	errs, err := g.c.handler.HandleBatch(ctx, l.items)
 	clear(l.items)
 	if err == nil && len(errs) != 0 && len(errs) != len(envs) {
 		err = fmt.Errorf("%w: %d errors for %d items", errItemCount, len(errs), len(envs))
@@ -137,7 +139,7 @@ func (g *generation[T]) call(l *lane[T], envs []envelope[T]) ([]error, error) {
 // outage, else the first outage: one item failing for its own reason gets
 // the batch split even while others meet an outage. ok is false when a
 // dead-letter publish gave up because the generation stopped.
-func (g *generation[T]) sort(l *lane[T], envs []envelope[T], errs []error, batchErr error) (failed []envelope[T], cause error, ok bool) {
+func (g *generation[T]) sort(ctx context.Context, l *lane[T], envs []envelope[T], errs []error, batchErr error) (failed []envelope[T], cause error, ok bool) {
 	if batchErr != nil {
 		return envs, batchErr, true
 	}
@@ -159,7 +161,7 @@ func (g *generation[T]) sort(l *lane[T], envs []envelope[T], errs []error, batch
 			failed = append(failed, envs[i])
 		}
 	}
-	if len(dead) > 0 && !g.deadLetter(l, dead) {
+	if len(dead) > 0 && !g.deadLetter(ctx, l, dead) {
 		return nil, nil, false
 	}
 	return failed, cause, true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/tracing"
 )
 
 // Apply records a batch of events of any merchants and returns one Result per
@@ -129,7 +130,10 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 	for k, i := range open {
 		ids[k] = events[i].EventID
 	}
-	existing, err := d.ledger.ExistingEvents(ctx, ids)
+	sctx, span := tracing.Start(ctx, "ledger.existing_events")
+	tracing.SetInt(span, "billing.events", len(ids))
+	existing, err := d.ledger.ExistingEvents(sctx, ids)
+	tracing.End(span, err)
 	if err != nil {
 		return err
 	}
@@ -144,7 +148,10 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 		}
 	}
 
-	codes, err := d.deductAll(ctx, held, events, fresh)
+	sctx, span = tracing.Start(ctx, "deduct.lua")
+	tracing.SetInt(span, "billing.events", len(fresh))
+	codes, err := d.deductAll(sctx, held, events, fresh)
+	tracing.End(span, err)
 	if err != nil {
 		return err
 	}
@@ -171,7 +178,11 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 		}
 		rowOf = append(rowOf, i)
 	}
-	if err := d.ledger.Commit(ctx, rows); err != nil {
+	sctx, span = tracing.Start(ctx, "ledger.commit")
+	tracing.SetInt(span, "billing.rows", len(rows))
+	err = d.ledger.Commit(sctx, rows)
+	tracing.End(span, err)
+	if err != nil {
 		return err
 	}
 	if err := d.step(stepCommitted); err != nil {
@@ -192,7 +203,10 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 		}
 		out[i] = r
 	}
-	if err := d.settleAll(ctx, held, settle); err != nil {
+	sctx, span = tracing.Start(ctx, "deduct.settle")
+	err = d.settleAll(sctx, held, settle)
+	tracing.End(span, err)
+	if err != nil {
 		return err
 	}
 	if err := d.step(stepConfirmed); err != nil {

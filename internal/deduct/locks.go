@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/tracing"
 )
 
 // heldLock is one merchant's lock in a batch: the key the scripts fence on and its token.
@@ -17,7 +19,10 @@ type heldLock struct{ key, token string }
 // then releases them (a simulated crash releases nothing).
 func (d *Deductor) locked(ctx context.Context, merchants []string, fn func(ctx context.Context, held map[string]heldLock) error) (err error) {
 	merchants = slices.Compact(slices.Sorted(slices.Values(merchants)))
-	locks, err := d.locks.Acquire(ctx, merchants)
+	lctx, span := tracing.Start(ctx, "deduct.lock")
+	tracing.SetInt(span, "billing.merchants", len(merchants))
+	locks, err := d.locks.Acquire(lctx, merchants)
+	tracing.End(span, err)
 	if err != nil {
 		return fmt.Errorf("deduct: lock %d merchant(s): %w", len(merchants), err)
 	}
