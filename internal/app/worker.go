@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/httpserver"
+	"github.com/quotaflow/billing/internal/tracing"
 )
 
 // Worker is one billing-worker: a consumer-group member running the write path.
@@ -26,6 +28,7 @@ type Worker struct {
 	schema   *schemaGate
 	http     *httpserver.Server
 	pprof    *httpserver.Server // nil unless PPROF_ADDR is set
+	traces   *tracing.Provider  // nil while tracing is off
 	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
 	HTTPAddr net.Addr
 }
@@ -34,6 +37,9 @@ type Worker struct {
 type WorkerOptions struct {
 	Registry *prometheus.Registry // receives every metric; nil makes a fresh one
 	NoHTTP   bool                 // skips the ops server (tests and the demo's second worker)
+	// SpanExporter receives every span as it ends, whatever the OTEL_*
+	// variables say (tests, the demo's printed trace); nil follows them.
+	SpanExporter sdktrace.SpanExporter
 }
 
 // NewWorker builds a worker; it leases its Snowflake worker ID first (see acquireLease).
@@ -81,8 +87,13 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log); err != nil {
 		return nil, err
 	}
+	if w.traces, err = newTraces(ctx, cfg.Tracing, opts.SpanExporter); err != nil {
+		return nil, err
+	}
 	handler := &billingHandler{deductor: w.Deductor, metrics: m.app, log: log}
-	w.consumer, err = consumer.New(consumerConfig(cfg, w.svc), decode, handler, w.probe, log, m.consumer)
+	ccfg := consumerConfig(cfg, w.svc)
+	ccfg.Tracer = w.traces.Tracer()
+	w.consumer, err = consumer.New(ccfg, decode, handler, w.probe, log, m.consumer)
 	if err != nil {
 		return nil, err
 	}
@@ -172,4 +183,10 @@ func (w *Worker) close() {
 		w.writePath.close()
 	}
 	w.svc.Close()
+	// After the consumer: the last batch's spans are flushed too, within a bound.
+	ctx, cancel := context.WithTimeout(context.Background(), tracesShutdownTimeout)
+	defer cancel()
+	if err := w.traces.Shutdown(ctx); err != nil {
+		w.log.Warn("spans not exported at shutdown", zap.Error(err))
+	}
 }
