@@ -48,6 +48,10 @@ type Options struct {
 	LogLevel  string // of the workers
 	Out       io.Writer
 	Terminal  bool // draw progress bars
+
+	// Trace records the workers' spans in memory and prints one lane
+	// batch's span tree after consuming (tracing costs throughput).
+	Trace bool
 }
 
 // Defaults fills what was left zero.

@@ -24,6 +24,7 @@ type run struct {
 	sum     *Summary
 	traffic scenario.Traffic
 	workers [2]*worker
+	spans   *spanRecorder // under --trace
 	// produced counts messages acknowledged by the broker so far.
 	produced atomic.Int64
 }
@@ -45,6 +46,9 @@ func (r *run) all(ctx context.Context) error {
 		return err
 	}
 	r.sum.Traffic = r.traffic
+	if o.Trace {
+		r.spans = newSpanRecorder()
+	}
 	if r.workers[0], err = r.startWorker(ctx, 1, true); err != nil {
 		return err
 	}
@@ -56,6 +60,9 @@ func (r *run) all(ctx context.Context) error {
 	}
 	if err := r.consume(ctx); err != nil {
 		return err
+	}
+	if r.spans != nil {
+		printTrace(r.o.Out, r.spans.pick())
 	}
 	if err := r.corrupt(ctx); err != nil {
 		return err
@@ -74,7 +81,11 @@ func (r *run) startWorker(ctx context.Context, id int, http bool) (*worker, erro
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	w, err := app.NewWorker(wctx, cfg, r.log.With(zap.Int("worker", id)), app.WorkerOptions{NoHTTP: !http})
+	opts := app.WorkerOptions{NoHTTP: !http}
+	if r.spans != nil {
+		opts.SpanExporter = r.spans
+	}
+	w, err := app.NewWorker(wctx, cfg, r.log.With(zap.Int("worker", id)), opts)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("demo: start worker %d: %w", id, err)
