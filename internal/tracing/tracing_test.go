@@ -104,3 +104,22 @@ func BenchmarkStartOff(b *testing.B) {
 		End(span, nil)
 	}
 }
+
+// BenchmarkStartOn is the same step under a recording parent, exported to
+// memory: what a traced batch pays per step.
+func BenchmarkStartOn(b *testing.B) {
+	exp := tracetest.NewInMemoryExporter()
+	p, err := NewSync(context.Background(), exp, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	ctx, root := p.Tracer().Start(context.Background(), "batch")
+	defer root.End()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, span := Start(ctx, "step")
+		End(span, nil)
+		exp.Reset()
+	}
+}
