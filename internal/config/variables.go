@@ -47,7 +47,7 @@ var variables = []Variable{
 	{Name: "POD_NAME", Doc: "StatefulSet pod name; its ordinal + IDGEN_WORKER_ID_BASE is the worker ID"},
 	{Name: "POD_IP", Doc: "recorded in the worker-ID lease to name its holder"},
 	{Name: "IDGEN_WORKER_ID", Doc: "explicit Snowflake worker ID 0..1023 (wins over POD_NAME)"},
-	{Name: "WORKER_LANES", Default: "8", Doc: "parallel lanes (merchants hash to lanes)"},
+	{Name: "WORKER_LANES", Default: "4", Doc: "parallel lanes (merchants hash to lanes)"},
 	{Name: "WORKER_BATCH_SIZE", Default: "1024", Doc: "events per lane batch at most"},
 	{Name: "WORKER_BATCH_WAIT", Default: "5ms", Doc: "how long an idle lane waits to fill a batch (a busy one takes what queued meanwhile at once)"},
 	{Name: "WORKER_MAX_INFLIGHT", Default: "4096", Doc: "unfinished messages per partition before fetching pauses"},

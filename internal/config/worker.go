@@ -87,7 +87,7 @@ func podOrdinal(pod string) (int, bool) {
 
 func (p *parser) worker() Worker {
 	return Worker{
-		Lanes:           p.integer("WORKER_LANES", 8, 1, 1024),
+		Lanes:           p.integer("WORKER_LANES", 4, 1, 1024),
 		BatchSize:       p.integer("WORKER_BATCH_SIZE", 1024, 1, 10000),
 		BatchWait:       p.duration("WORKER_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
 		MaxInFlight:     p.integer("WORKER_MAX_INFLIGHT", 4096, 1, 1_000_000),

@@ -17,7 +17,7 @@ type Config struct {
 	Group    string // consumer group
 	DLQTopic string // dead-letter topic; must differ from Topic
 
-	Lanes     int           // parallel lanes, each one ordered (default 8)
+	Lanes     int           // parallel lanes, each one ordered (default 4)
 	BatchSize int           // most items per handler call (default 1024)
 	BatchWait time.Duration // how long an idle lane waits to fill a batch; 0 takes only what is already queued
 	// MaxInFlightPerPartition bounds the messages of a partition between
@@ -55,7 +55,7 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	setInt(&c.Lanes, 8)
+	setInt(&c.Lanes, 4)
 	setInt(&c.BatchSize, 1024)
 	setInt(&c.MaxInFlightPerPartition, 4096)
 	setDur(&c.CommitInterval, time.Second)
