@@ -13,15 +13,19 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/app"
+	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/logging"
 	"github.com/quotaflow/billing/internal/metrics"
 )
 
 func main() {
+	if err := parseArgs(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		os.Exit(cli.Code(err)) // help or the version (0), or a bad command line (2)
+	}
 	if err := run(os.Getenv); err != nil {
 		logging.Failure(os.Stderr, "billing-worker", os.Getenv("LOG_FORMAT"), err)
-		os.Exit(1)
+		os.Exit(cli.Code(err))
 	}
 }
 

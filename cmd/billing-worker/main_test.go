@@ -180,15 +180,16 @@ func waitBusy(t *testing.T, port int, out *syncBuffer) {
 	}
 }
 
-// A bad environment stops the program at start with every broken variable
-// named, in one JSON line of the shape every program ends with (logging.Failure).
+// A bad environment stops the program at start (exit 2, as a bad flag) with
+// every broken variable named, in one JSON line of the shape every program
+// ends with (logging.Failure).
 func TestBadEnvironmentNamesTheVariables(t *testing.T) {
 	cmd := exec.CommandContext(context.Background(), binary)
 	cmd.Env = append(os.Environ(), "KAFKA_BROKERS=", "LOCK_TTL=forever", "IDGEN_WORKER_ID=4096", "MYSQL_DSN=root:hunter2@tcp(db", "LOG_FORMAT=json")
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("exit %v, want 1\n%s", err, out)
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2\n%s", err, out)
 	}
 	var line struct {
 		Level, Msg, Program string
