@@ -171,7 +171,9 @@ var settleSrc string
 // keeps a deduction MySQL does not have.
 func (d *Deductor) settleAll(ctx context.Context, held map[string]heldLock, s settlement) error {
 	calls := make([]*quota.Call, 0, len(s))
+	merchants := make([]string, 0, len(s)) // merchants[k] is calls[k]'s
 	for m, st := range s {
+		merchants = append(merchants, m)
 		l := held[m]
 		args := make([]any, 0, 2+len(st.debited)+len(st.ended))
 		args = append(args, l.token, len(st.debited))
@@ -184,14 +186,15 @@ func (d *Deductor) settleAll(ctx context.Context, held map[string]heldLock, s se
 		calls = append(calls, &quota.Call{Script: d.settleLua, Keys: []string{d.keys.Quota(m), l.key}, Args: args})
 	}
 	quota.Run(ctx, d.rdb, calls...)
-	for _, c := range calls {
+	for k, c := range calls {
 		_, values, err := c.Reply()
 		if err != nil {
 			return fenced(err, "settle")
 		}
 		if len(values) == 2 && values[1] == int64(1) {
 			d.metrics.staleRehydrations.WithLabelValues("unmatched").Inc()
-			d.log.Warn("quota cache held a deduction no debit matches, dropped to rehydrate", zap.String("key", c.Keys[0]))
+			d.log.Warn("quota cache held a deduction no debit matches, dropped to rehydrate",
+				zap.String("merchant_id", merchants[k]), zap.String("key", c.Keys[0]))
 		}
 	}
 	return nil
