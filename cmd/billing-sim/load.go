@@ -194,7 +194,7 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 	fmt.Fprintf(w, "innodb      per event %.2f buffer pool disk reads, %.1f read requests, %.3f fsyncs (server-wide); ledger ~%d rows: data %d MiB, indexes %d MiB\n",
 		i.DiskReadsPerEvent, i.ReadRequestsPerEvent, i.FsyncsPerEvent, i.LedgerRows, i.LedgerDataBytes>>20, i.LedgerIndexBytes>>20)
 	if bp := r.Host.BufferPoolBytes; bp > 0 && i.LedgerIndexBytes > bp {
-		fmt.Fprintf(w, "            the ledger's indexes (%d MiB) exceed the buffer pool (%d MiB): the unique event_id check reads from disk\n",
+		fmt.Fprintf(w, "            the ledger's indexes (%d MiB) exceed the buffer pool (%d MiB): unless event_ids grow with time, the unique check reads from disk\n",
 			i.LedgerIndexBytes>>20, bp>>20)
 	}
 	if b := r.Baseline; b != nil {
