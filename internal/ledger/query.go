@@ -145,3 +145,15 @@ func (s *Store) trace(ctx context.Context, start time.Time, query string, args [
 		return s.db.Dialector.Explain(query, args...), rows
 	}, err)
 }
+
+// MerchantRows returns up to limit ledger rows of merchantID with ids above
+// after, in id order: one range of the index (merchant_id, id), so a page
+// costs the same wherever it starts.
+func (s *Store) MerchantRows(ctx context.Context, merchantID string, after int64, limit int) ([]Row, error) {
+	var rows []Row
+	err := s.db.WithContext(ctx).Where("merchant_id = ? AND id > ?", merchantID, after).Order("id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("ledger: rows of %s: %w", merchantID, err)
+	}
+	return rows, nil
+}
