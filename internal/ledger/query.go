@@ -151,9 +151,12 @@ func (s *Store) trace(ctx context.Context, start time.Time, query string, args [
 // costs the same wherever it starts.
 func (s *Store) MerchantRows(ctx context.Context, merchantID string, after int64, limit int) ([]Row, error) {
 	var rows []Row
-	err := s.db.WithContext(ctx).Where("merchant_id = ? AND id > ?", merchantID, after).Order("id").Limit(limit).Find(&rows).Error
-	if err != nil {
+	if err := merchantRows(s.db.WithContext(ctx), merchantID, after, limit, &rows).Error; err != nil {
 		return nil, fmt.Errorf("ledger: rows of %s: %w", merchantID, err)
 	}
 	return rows, nil
+}
+
+func merchantRows(db *gorm.DB, merchantID string, after int64, limit int, rows *[]Row) *gorm.DB {
+	return db.Where("merchant_id = ? AND id > ?", merchantID, after).Order("id").Limit(limit).Find(rows)
 }
