@@ -16,10 +16,10 @@ type balanceView struct {
 	Redis      redisView `json:"redis"`
 	// Pending are the deductions Redis holds that MySQL has not confirmed;
 	// PendingAmount sums those not yet in the ledger.
-	Pending        []pendingView `json:"pending"`
-	PendingAmount  int64         `json:"pending_amount"`
-	ExpectedRemain int64         `json:"expected_remain"` // available - pending_amount
-	Drift          *int64        `json:"drift,omitempty"` // redis remain - expected_remain; absent without a key
+	Pending        []deduct.Pending `json:"pending"`
+	PendingAmount  int64            `json:"pending_amount"`
+	ExpectedRemain int64            `json:"expected_remain"` // available - pending_amount
+	Drift          *int64           `json:"drift,omitempty"` // redis remain - expected_remain; absent without a key
 }
 
 type mysqlView struct {
@@ -34,24 +34,15 @@ type redisView struct {
 	Version *int64 `json:"version,omitempty"`
 }
 
-type pendingView struct {
-	EventID  string    `json:"event_id"`
-	Amount   int64     `json:"amount"`
-	At       time.Time `json:"at"`
-	AgeMs    int64     `json:"age_ms"`
-	InLedger bool      `json:"in_ledger"`
-}
-
 func newBalanceView(v deduct.View) balanceView {
 	b := balanceView{MerchantID: v.MerchantID,
 		MySQL:   mysqlView{Credited: v.Credited, Debited: v.Debited, Available: v.Credited - v.Debited},
 		Redis:   redisView{Exists: v.Cached},
-		Pending: []pendingView{}, ExpectedRemain: v.Expected}
+		Pending: append([]deduct.Pending{}, v.Pending...), ExpectedRemain: v.Expected}
 	if v.Cached {
 		b.Redis.Remain, b.Redis.Version, b.Drift = new(v.Remain), new(v.Ver), new(v.Drift)
 	}
 	for _, p := range v.Pending {
-		b.Pending = append(b.Pending, pendingView{EventID: p.EventID, Amount: p.Amount, At: p.At.UTC(), AgeMs: p.Age.Milliseconds(), InLedger: p.InLedger})
 		if !p.InLedger {
 			b.PendingAmount += p.Amount
 		}
