@@ -67,11 +67,14 @@ type API struct {
 	mux      *http.ServeMux
 }
 
-// New builds the API (m may be nil); it reads the token file now, and an
+// New builds the API (log and m may be nil); it reads the token file now, and an
 // unreadable one is an error.
 func New(b Balances, l Ledger, opts Options, log *zap.Logger, m *Metrics) (*API, error) {
 	if opts.Rate <= 0 || opts.Burst < 1 {
 		return nil, errors.New("adminapi: rate and burst must be positive")
+	}
+	if log == nil {
+		log = zap.NewNop()
 	}
 	if m == nil {
 		m, _ = NewMetrics(nil) // with no registry it cannot fail
@@ -103,7 +106,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	_, pattern := a.mux.Handler(r)
 	label := pattern[strings.IndexByte(pattern, ' ')+1:] // without its method
-	if label == "/" {
+	if label == "/" || label == "" { // "" is the redirect of an unclean path
 		label = otherRoute
 	}
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
