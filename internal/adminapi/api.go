@@ -106,7 +106,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	_, pattern := a.mux.Handler(r)
 	label := pattern[strings.IndexByte(pattern, ' ')+1:] // without its method
-	if label == "/" || label == "" { // "" is the redirect of an unclean path
+	if label == "/" || label == "" {                     // "" is the redirect of an unclean path
 		label = otherRoute
 	}
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
