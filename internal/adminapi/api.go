@@ -105,8 +105,9 @@ func New(b Balances, l Ledger, opts Options, log *zap.Logger, m *Metrics) (*API,
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	_, pattern := a.mux.Handler(r)
-	label := pattern[strings.IndexByte(pattern, ' ')+1:] // without its method
-	if label == "/" || label == "" {                     // "" is the redirect of an unclean path
+	// The pattern without its method; "" is the redirect of an unclean path.
+	label := pattern[strings.IndexByte(pattern, ' ')+1:]
+	if label == "/" || label == "" {
 		label = otherRoute
 	}
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
