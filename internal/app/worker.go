@@ -114,7 +114,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
 	}
 	if cfg.Admin.Addr != "" {
-		if err = w.startAdmin(cfg.Admin, m, log); err != nil {
+		if err = w.listenAdmin(cfg.Admin, m, log); err != nil {
 			return nil, err
 		}
 	}
@@ -127,8 +127,8 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	return w, nil
 }
 
-// startAdmin binds the read API: the balance view of quota show and the ledger store.
-func (w *Worker) startAdmin(cfg config.Admin, m *workerMetrics, log *zap.Logger) (err error) {
+// listenAdmin binds the read API (Run serves it): the balance view of quota show and the ledger store.
+func (w *Worker) listenAdmin(cfg config.Admin, m *workerMetrics, log *zap.Logger) (err error) {
 	api, err := adminapi.New(w.Deductor, w.store, adminapi.Options{TokenFile: cfg.TokenFile, Rate: cfg.Rate, Burst: cfg.Burst}, log, m.admin)
 	if err != nil {
 		return err
