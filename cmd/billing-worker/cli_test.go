@@ -23,6 +23,8 @@ func TestCommandLine(t *testing.T) {
 		{"bad flag", []string{"--nope"}, nil, 2, "", "flag provided but not defined: -nope"},
 		{"stray argument", []string{"run"}, nil, 2, "", `unexpected argument "run"`},
 		{"bad environment", nil, []string{"LOCK_TTL=soon", "KAFKA_BROKERS=127.0.0.1:1", "IDGEN_WORKER_ID=1", "LOG_FORMAT=json"}, 2, "", "LOCK_TTL"},
+		{"read API without a token file", nil, []string{"ADMIN_ADDR=127.0.0.1:0", "KAFKA_BROKERS=127.0.0.1:1", "IDGEN_WORKER_ID=1"}, 2, "", "ADMIN_TOKEN_FILE"},
+		{"bad read API address", nil, []string{"ADMIN_ADDR=9200", "ADMIN_TOKEN_FILE=/dev/null", "KAFKA_BROKERS=127.0.0.1:1", "IDGEN_WORKER_ID=1"}, 2, "", "ADMIN_ADDR"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

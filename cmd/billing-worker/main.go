@@ -67,6 +67,9 @@ func run(getenv func(string) string) error {
 		return err
 	}
 	log.Info("serving ops endpoints", zap.Stringer("http_addr", w.HTTPAddr))
+	if w.AdminAddr != nil {
+		log.Info("serving the read API", zap.Stringer("admin_addr", w.AdminAddr))
+	}
 	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

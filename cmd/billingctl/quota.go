@@ -150,34 +150,23 @@ func (c *ctl) operator(ctx context.Context) (*app.Operator, func(), error) {
 
 // quotaView is quota show's JSON document.
 type quotaView struct {
-	MerchantID string        `json:"merchant_id"`
-	Known      bool          `json:"known"`  // has a merchant_balance row
-	Cached     bool          `json:"cached"` // Redis holds a remain
-	Remain     *int64        `json:"redis_remain"`
-	Ver        *int64        `json:"redis_ver"`
-	Credited   int64         `json:"credited"`
-	Debited    int64         `json:"debited"`
-	Expected   int64         `json:"expected_remain"`
-	Drift      *int64        `json:"drift"` // null when not cached
-	Pending    []pendingView `json:"pending"`
-}
-
-type pendingView struct {
-	EventID  string    `json:"event_id"`
-	Amount   int64     `json:"amount"`
-	At       time.Time `json:"at"`
-	AgeMs    int64     `json:"age_ms"`
-	InLedger bool      `json:"in_ledger"`
+	MerchantID string           `json:"merchant_id"`
+	Known      bool             `json:"known"`  // has a merchant_balance row
+	Cached     bool             `json:"cached"` // Redis holds a remain
+	Remain     *int64           `json:"redis_remain"`
+	Ver        *int64           `json:"redis_ver"`
+	Credited   int64            `json:"credited"`
+	Debited    int64            `json:"debited"`
+	Expected   int64            `json:"expected_remain"`
+	Drift      *int64           `json:"drift"` // null when not cached
+	Pending    []deduct.Pending `json:"pending"`
 }
 
 func newQuotaView(v deduct.View) quotaView {
 	q := quotaView{MerchantID: v.MerchantID, Known: v.Known, Cached: v.Cached, Credited: v.Credited, Debited: v.Debited,
-		Expected: v.Expected, Pending: []pendingView{}}
+		Expected: v.Expected, Pending: append([]deduct.Pending{}, v.Pending...)}
 	if v.Cached {
 		q.Remain, q.Ver, q.Drift = new(v.Remain), new(v.Ver), new(v.Drift)
-	}
-	for _, p := range v.Pending {
-		q.Pending = append(q.Pending, pendingView{EventID: p.EventID, Amount: p.Amount, At: p.At.UTC(), AgeMs: p.Age.Milliseconds(), InLedger: p.InLedger})
 	}
 	return q
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
@@ -20,16 +21,18 @@ type workerMetrics struct {
 	ledger   *ledger.Metrics
 	lock     *lock.Metrics
 	idgen    *idgen.Metrics
+	admin    *adminapi.Metrics
 }
 
 func registerAll(reg prometheus.Registerer) (*workerMetrics, error) {
 	var m workerMetrics
-	var errs [6]error
+	var errs [7]error
 	m.app, errs[0] = NewMetrics(reg)
 	m.consumer, errs[1] = consumer.NewMetrics(reg)
 	m.deduct, errs[2] = deduct.NewMetrics(reg)
 	m.ledger, errs[3] = ledger.NewMetrics(reg)
 	m.lock, errs[4] = lock.NewMetrics(reg)
 	m.idgen, errs[5] = idgen.NewMetrics(reg)
+	m.admin, errs[6] = adminapi.NewMetrics(reg)
 	return &m, errors.Join(errs[:]...)
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/event"
@@ -28,9 +29,12 @@ type Worker struct {
 	schema   *schemaGate
 	http     *httpserver.Server
 	pprof    *httpserver.Server // nil unless PPROF_ADDR is set
+	admin    *httpserver.Server // the read API; nil unless ADMIN_ADDR is set
 	traces   *tracing.Provider  // nil while tracing is off
 	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
 	HTTPAddr net.Addr
+	// AdminAddr is where the read API listens; nil while it is off.
+	AdminAddr net.Addr
 }
 
 // WorkerOptions are the optional parts of NewWorker.
@@ -60,8 +64,10 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	}
 	defer func() {
 		if err != nil {
-			if w.http != nil {
-				w.http.Close()
+			for _, srv := range []*httpserver.Server{w.http, w.admin, w.pprof} {
+				if srv != nil {
+					srv.Close()
+				}
 			}
 			w.close()
 		}
@@ -107,6 +113,11 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 		w.http.AddReadiness("kafka", w.consumer.Ready)
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
 	}
+	if cfg.Admin.Addr != "" {
+		if err = w.listenAdmin(cfg.Admin, m, log); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.PprofAddr != "" {
 		w.pprof = httpserver.NewPprof(cfg.PprofAddr, log)
 		if _, err = w.pprof.Listen(); err != nil {
@@ -114,6 +125,19 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 		}
 	}
 	return w, nil
+}
+
+// listenAdmin binds the read API (Run serves it): the balance view of quota show and the ledger store.
+func (w *Worker) listenAdmin(cfg config.Admin, m *workerMetrics, log *zap.Logger) (err error) {
+	api, err := adminapi.New(w.Deductor, w.store, adminapi.Options{TokenFile: cfg.TokenFile, Rate: cfg.Rate, Burst: cfg.Burst}, log, m.admin)
+	if err != nil {
+		return err
+	}
+	w.admin = httpserver.NewHandler(cfg.Addr, api, log)
+	if w.AdminAddr, err = w.admin.Listen(); err != nil {
+		return fmt.Errorf("app: ADMIN_ADDR=%q: %w", cfg.Addr, err)
+	}
+	return nil
 }
 
 // probe tells the consumer whether a failure is an outage (retry without
@@ -162,7 +186,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// The ops server, like the lease, stays up while the consumer drains, so
 	// /metrics and /readyz answer until the last commit.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
-	for _, srv := range []*httpserver.Server{w.http, w.pprof} {
+	for _, srv := range []*httpserver.Server{w.http, w.admin, w.pprof} {
 		if srv != nil {
 			g.Go(func() error { return srv.Run(httpCtx) })
 		}

@@ -2,6 +2,7 @@ package deduct
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -14,6 +15,18 @@ type Pending struct {
 	quota.Pending
 	Age      time.Duration // since At
 	InLedger bool          // the event already has a ledger row (its settle has not run)
+}
+
+// MarshalJSON is the JSON of a pending deduction wherever it is printed
+// (billingctl quota show, the read API): snake_case, the age in milliseconds.
+func (p Pending) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		EventID  string    `json:"event_id"`
+		Amount   int64     `json:"amount"`
+		At       time.Time `json:"at"`
+		AgeMs    int64     `json:"age_ms"`
+		InLedger bool      `json:"in_ledger"`
+	}{p.EventID, p.Amount, p.At.UTC(), p.Age.Milliseconds(), p.InLedger})
 }
 
 // View is what Redis and MySQL say about one merchant.

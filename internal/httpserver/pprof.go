@@ -1,7 +1,6 @@
 package httpserver
 
 import (
-	"net/http"
 	"net/http/pprof"
 
 	"go.uber.org/zap"
@@ -11,7 +10,7 @@ import (
 // /debug/pprof/ and nothing else. It is meant for its own, private address:
 // a CPU profile costs the process while it runs.
 func NewPprof(addr string, log *zap.Logger) *Server {
-	s := &Server{addr: addr, log: log, mux: http.NewServeMux(), checks: map[string]Check{}}
+	s := newServer(addr, log)
 	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
 	s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

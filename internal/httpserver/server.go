@@ -33,6 +33,7 @@ type Server struct {
 	addr string
 	log  *zap.Logger
 	mux  *http.ServeMux
+	h    http.Handler // what Start serves: mux, or NewHandler's handler
 	ln   net.Listener
 	srv  *http.Server
 	errc chan error // Serve's result, once started
@@ -43,7 +44,7 @@ type Server struct {
 
 // New builds a server on addr that exposes gatherer's metrics.
 func New(addr string, gatherer prometheus.Gatherer, log *zap.Logger) *Server {
-	s := &Server{addr: addr, log: log, mux: http.NewServeMux(), checks: map[string]Check{}}
+	s := newServer(addr, log)
 	// A GET pattern serves HEAD too and answers other methods with 405.
 	s.mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET "+PathHealth, func(w http.ResponseWriter, _ *http.Request) {
@@ -51,6 +52,20 @@ func New(addr string, gatherer prometheus.Gatherer, log *zap.Logger) *Server {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	s.mux.HandleFunc("GET "+PathReady, s.ready)
+	return s
+}
+
+// NewHandler builds a server on addr that serves h and nothing else (an API
+// on its own listener).
+func NewHandler(addr string, h http.Handler, log *zap.Logger) *Server {
+	s := newServer(addr, log)
+	s.h = h
+	return s
+}
+
+func newServer(addr string, log *zap.Logger) *Server {
+	s := &Server{addr: addr, log: log, mux: http.NewServeMux(), checks: map[string]Check{}}
+	s.h = s.mux
 	return s
 }
 
@@ -84,7 +99,7 @@ func (s *Server) Start() error {
 			return err
 		}
 	}
-	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	s.srv = &http.Server{Handler: s.h, ReadHeaderTimeout: 5 * time.Second}
 	s.errc = make(chan error, 1)
 	go func() { s.errc <- s.srv.Serve(s.ln) }()
 	return nil

@@ -145,3 +145,18 @@ func (s *Store) trace(ctx context.Context, start time.Time, query string, args [
 		return s.db.Dialector.Explain(query, args...), rows
 	}, err)
 }
+
+// MerchantRows returns up to limit ledger rows of merchantID with ids above
+// after, in id order: one range of the index (merchant_id, id), so a page
+// costs the same wherever it starts.
+func (s *Store) MerchantRows(ctx context.Context, merchantID string, after int64, limit int) ([]Row, error) {
+	var rows []Row
+	if err := merchantRows(s.db.WithContext(ctx), merchantID, after, limit, &rows).Error; err != nil {
+		return nil, fmt.Errorf("ledger: rows of %s: %w", merchantID, err)
+	}
+	return rows, nil
+}
+
+func merchantRows(db *gorm.DB, merchantID string, after int64, limit int, rows *[]Row) *gorm.DB {
+	return db.Where("merchant_id = ? AND id > ?", merchantID, after).Order("id").Limit(limit).Find(rows)
+}

@@ -1,0 +1,86 @@
+package adminapi
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/quotaflow/billing/internal/deduct"
+	"github.com/quotaflow/billing/internal/ledger"
+)
+
+// The response documents, as api/openapi.yaml describes them.
+
+type balanceView struct {
+	MerchantID string    `json:"merchant_id"`
+	MySQL      mysqlView `json:"mysql"`
+	Redis      redisView `json:"redis"`
+	// Pending are the deductions Redis holds that MySQL has not confirmed;
+	// PendingAmount sums those not yet in the ledger.
+	Pending        []deduct.Pending `json:"pending"`
+	PendingAmount  int64            `json:"pending_amount"`
+	ExpectedRemain int64            `json:"expected_remain"` // available - pending_amount
+	Drift          *int64           `json:"drift,omitempty"` // redis remain - expected_remain; absent without a key
+}
+
+type mysqlView struct {
+	Credited  int64 `json:"credited"`
+	Debited   int64 `json:"debited"`
+	Available int64 `json:"available"`
+}
+
+type redisView struct {
+	Exists  bool   `json:"exists"`
+	Remain  *int64 `json:"remain,omitempty"`
+	Version *int64 `json:"version,omitempty"`
+}
+
+func newBalanceView(v deduct.View) balanceView {
+	b := balanceView{MerchantID: v.MerchantID,
+		MySQL:   mysqlView{Credited: v.Credited, Debited: v.Debited, Available: v.Credited - v.Debited},
+		Redis:   redisView{Exists: v.Cached},
+		Pending: append([]deduct.Pending{}, v.Pending...), ExpectedRemain: v.Expected}
+	if v.Cached {
+		b.Redis.Remain, b.Redis.Version, b.Drift = new(v.Remain), new(v.Ver), new(v.Drift)
+	}
+	for _, p := range v.Pending {
+		if !p.InLedger {
+			b.PendingAmount += p.Amount
+		}
+	}
+	return b
+}
+
+type pageView struct {
+	MerchantID string    `json:"merchant_id"`
+	Rows       []rowView `json:"rows"`
+	Next       string    `json:"next,omitempty"` // the after of the next page; absent on the last
+}
+
+type rowView struct {
+	ID           string    `json:"id"` // Snowflake: a string, as JSON numbers lose 64-bit precision
+	EventID      string    `json:"event_id"`
+	MerchantID   string    `json:"merchant_id"`
+	Kind         string    `json:"kind"`
+	Amount       int64     `json:"amount"`
+	BalanceAfter *int64    `json:"balance_after,omitempty"` // absent on a rejected row of an unknown merchant
+	Reason       string    `json:"reason"`
+	PaymentID    string    `json:"payment_id"`
+	Source       string    `json:"source"`
+	OccurredAt   time.Time `json:"occurred_at"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// newPageView keeps the first limit rows; a row beyond them means a next page.
+func newPageView(merchantID string, rows []ledger.Row, limit int) pageView {
+	p := pageView{MerchantID: merchantID, Rows: make([]rowView, 0, min(len(rows), limit))}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		p.Next = strconv.FormatInt(rows[limit-1].ID, 10)
+	}
+	for _, r := range rows {
+		p.Rows = append(p.Rows, rowView{ID: strconv.FormatInt(r.ID, 10), EventID: r.EventID, MerchantID: r.MerchantID,
+			Kind: string(r.Kind), Amount: r.Amount, BalanceAfter: r.BalanceAfter, Reason: r.Reason, PaymentID: r.PaymentID,
+			Source: r.Source, OccurredAt: r.OccurredAt.UTC(), CreatedAt: r.CreatedAt.UTC()})
+	}
+	return p
+}

@@ -1,0 +1,65 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+
+	"gorm.io/gorm"
+)
+
+// A merchant's page holds its rows only, above the cursor, in id order, and
+// is one range of the (merchant_id, id) index, not a scan of the table.
+func TestMerchantRows(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	const merchants, each = 20, 30
+	for m := range merchants {
+		grant(t, s, fmt.Sprintf("m-%d", m), each)
+	}
+	for i := range each { // interleaved ids: each commit writes a row of every merchant
+		var rows []Row
+		for m := range merchants {
+			rows = append(rows, debit(fmt.Sprintf("e-%d-%d", m, i), fmt.Sprintf("m-%d", m), 1))
+		}
+		if err := s.Commit(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := s.MerchantRows(ctx, "m-3", 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1+each {
+		t.Fatalf("m-3 has %d rows, want %d", len(all), 1+each)
+	}
+	for i, r := range all {
+		if r.MerchantID != "m-3" || (i > 0 && r.ID <= all[i-1].ID) {
+			t.Fatalf("row %d: %+v", i, r)
+		}
+	}
+	page, err := s.MerchantRows(ctx, "m-3", all[9].ID, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != 5 || page[0].ID != all[10].ID || page[4].ID != all[14].ID {
+		t.Fatalf("page after row 9: %+v", page)
+	}
+
+	if err := s.db.Exec("ANALYZE TABLE quota_ledger").Error; err != nil {
+		t.Fatal(err)
+	}
+	var rows []Row
+	stmt := merchantRows(s.db.Session(&gorm.Session{DryRun: true}), "m-3", all[9].ID, 100, &rows).Statement
+	var plan []struct {
+		Key  sql.NullString `gorm:"column:key"`
+		Type string         `gorm:"column:type"`
+	}
+	if err := s.db.Raw("EXPLAIN "+stmt.SQL.String(), stmt.Vars...).Scan(&plan).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 1 || plan[0].Key.String != "quota_ledger_merchant_id" || plan[0].Type != "range" {
+		t.Fatalf("EXPLAIN %s: %+v, want a range of quota_ledger_merchant_id", stmt.SQL.String(), plan)
+	}
+}
