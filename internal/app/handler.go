@@ -21,6 +21,15 @@ func decode(m kafka.Message) (event.PaymentSucceeded, string, error) {
 	return e, e.MerchantID, nil
 }
 
+// decodeGrant is the grants consumer's decoder, routed by merchant.
+func decodeGrant(m kafka.Message) (event.GrantCommand, string, error) {
+	g, err := event.DecodeGrant(m.Key, m.Value)
+	if err != nil {
+		return event.GrantCommand{}, "", err
+	}
+	return g, g.MerchantID, nil
+}
+
 // billingHandler runs a lane batch through the write path.
 type billingHandler struct {
 	deductor *deduct.Deductor
@@ -52,6 +61,37 @@ func (h *billingHandler) HandleBatch(ctx context.Context, items []consumer.Item[
 			m := items[i].Msg
 			ce.Write(zap.String("topic", m.Topic), zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset),
 				zap.String("event_id", events[i].EventID), zap.String("merchant_id", events[i].MerchantID),
+				zap.String("outcome", string(r.Outcome)), zap.Int64("balance_after", r.BalanceAfter))
+		}
+	}
+	return errs, nil
+}
+
+// grantHandler runs a lane batch of grant commands through the grant path of
+// billingctl (deduct.GrantBatch): one transaction for the batch.
+type grantHandler struct {
+	deductor *deduct.Deductor
+	metrics  *Metrics
+	log      *zap.Logger
+}
+
+func (h *grantHandler) HandleBatch(ctx context.Context, items []consumer.Item[event.GrantCommand]) ([]error, error) {
+	grants := make([]event.GrantCommand, len(items))
+	for i, it := range items {
+		grants[i] = it.Value
+	}
+	results, err := h.deductor.GrantBatch(ctx, grants)
+	if err != nil {
+		return nil, err // for the whole batch: the consumer retries it, or splits it if permanent
+	}
+	errs := make([]error, len(items))
+	for i, r := range results {
+		h.metrics.grants.WithLabelValues(string(r.Outcome)).Inc()
+		errs[i] = r.Err // permanent: the consumer dead-letters it and logs why
+		if ce := h.log.Check(zap.DebugLevel, "grant"); r.Err == nil && ce != nil {
+			m := items[i].Msg
+			ce.Write(zap.String("topic", m.Topic), zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset),
+				zap.String("grant_id", grants[i].GrantID), zap.String("merchant_id", grants[i].MerchantID),
 				zap.String("outcome", string(r.Outcome)), zap.Int64("balance_after", r.BalanceAfter))
 		}
 	}

@@ -25,6 +25,7 @@ type Worker struct {
 	svc *services
 	*writePath
 	consumer *consumer.Consumer[event.PaymentSucceeded]
+	grants   *consumer.Consumer[event.GrantCommand] // the grants topic, in a group of its own
 	schema   *schemaGate
 	http     *httpserver.Server
 	pprof    *httpserver.Server // nil unless PPROF_ADDR is set
@@ -66,7 +67,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 			w.close()
 		}
 	}()
-	m, err := registerAll(reg)
+	m, err := registerAll(reg, cfg.Kafka)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +98,11 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if err != nil {
 		return nil, err
 	}
+	ccfg.Topic, ccfg.Group = cfg.Kafka.GrantsTopic, cfg.Kafka.GrantsGroup()
+	grants := &grantHandler{deductor: w.Deductor, metrics: m.app, log: log}
+	if w.grants, err = consumer.New(ccfg, decodeGrant, grants, w.probe, log, m.grants); err != nil {
+		return nil, err
+	}
 	sqlDB, err := w.svc.DB.DB()
 	if err != nil {
 		return nil, fmt.Errorf("app: mysql pool: %w", err)
@@ -105,6 +111,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if w.http != nil {
 		w.http.AddReadiness("schema", w.schema.ready)
 		w.http.AddReadiness("kafka", w.consumer.Ready)
+		w.http.AddReadiness("kafka_grants", w.grants.Ready)
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
 	}
 	if cfg.PprofAddr != "" {
@@ -173,7 +180,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		if w.schema.wait(gctx) != nil {
 			return nil // stopped while waiting: nothing was consumed
 		}
-		return w.consumer.Run(gctx) // an error is reported once, by the caller
+		// Payments and grants: either failing to start stops both.
+		cg, cctx := errgroup.WithContext(gctx)
+		cg.Go(func() error { return w.consumer.Run(cctx) })
+		cg.Go(func() error { return w.grants.Run(cctx) })
+		return cg.Wait() // an error is reported once, by the caller
 	})
 	return g.Wait()
 }
