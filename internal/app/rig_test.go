@@ -19,7 +19,7 @@ import (
 
 // rig is one test's own slice of Kafka, MySQL and Redis, and workers on it.
 type rig struct {
-	t         *testing.T
+	t         testing.TB
 	kafka     *testenv.Kafka
 	db        *testenv.MySQL
 	redisAddr string
@@ -34,7 +34,7 @@ type rig struct {
 	transport *kafka.Transport
 }
 
-func newRig(t *testing.T, partitions int) *rig {
+func newRig(t testing.TB, partitions int) *rig {
 	k := testenv.NewKafka(t)
 	r := testenv.NewRedis(t)
 	g := &rig{t: t, kafka: k, db: testenv.NewMySQL(t), redisAddr: r.Addr, prefix: r.Keys.Prefix(),
@@ -45,7 +45,7 @@ func newRig(t *testing.T, partitions int) *rig {
 	g.env = map[string]string{
 		"KAFKA_BROKERS": joinComma(k.Brokers), "KAFKA_TOPIC": g.topic, "KAFKA_DLQ_TOPIC": g.dlqTopic, "KAFKA_GROUP": g.group,
 		"KAFKA_GRANTS_TOPIC": g.grants,
-		"REDIS_ADDR": g.redisAddr, "REDIS_KEY_PREFIX": g.prefix, "MYSQL_DSN": g.db.DSN,
+		"REDIS_ADDR":         g.redisAddr, "REDIS_KEY_PREFIX": g.prefix, "MYSQL_DSN": g.db.DSN,
 		"HTTP_ADDR": "127.0.0.1:0", "LOCK_TTL": "3s", "IDGEN_LEASE_TTL": "3s", "SHUTDOWN_TIMEOUT": "5s",
 		"WORKER_BATCH_WAIT": "2ms", "WORKER_MAX_ATTEMPTS": "3", "WORKER_COMMIT_INTERVAL": "200ms",
 	}
@@ -98,7 +98,7 @@ func (g *rig) start(workerID int, opts WorkerOptions) *runningWorker {
 	return rw
 }
 
-func (rw *runningWorker) stop(t *testing.T) {
+func (rw *runningWorker) stop(t testing.TB) {
 	t.Helper()
 	if rw.cancel == nil {
 		return
