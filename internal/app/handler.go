@@ -38,10 +38,7 @@ type billingHandler struct {
 }
 
 func (h *billingHandler) HandleBatch(ctx context.Context, items []consumer.Item[event.PaymentSucceeded]) ([]error, error) {
-	events := make([]event.PaymentSucceeded, len(items))
-	for i, it := range items {
-		events[i] = it.Value
-	}
+	events := values(items)
 	results, err := h.deductor.Apply(ctx, events)
 	if err != nil {
 		return nil, err // transient for the whole batch: the consumer retries it
@@ -57,14 +54,26 @@ func (h *billingHandler) HandleBatch(ctx context.Context, items []consumer.Item[
 		if r.Outcome != deduct.Duplicate {
 			h.metrics.lag.Observe(now.Sub(events[i].OccurredAt).Seconds())
 		}
-		if ce := h.log.Check(zap.DebugLevel, "event"); ce != nil {
-			m := items[i].Msg
-			ce.Write(zap.String("topic", m.Topic), zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset),
-				zap.String("event_id", events[i].EventID), zap.String("merchant_id", events[i].MerchantID),
-				zap.String("outcome", string(r.Outcome)), zap.Int64("balance_after", r.BalanceAfter))
-		}
+		logResult(h.log, "event", items[i].Msg, zap.String("event_id", events[i].EventID), events[i].MerchantID, r)
 	}
 	return errs, nil
+}
+
+// values returns the decoded values of a lane batch.
+func values[T any](items []consumer.Item[T]) []T {
+	out := make([]T, len(items))
+	for i, it := range items {
+		out[i] = it.Value
+	}
+	return out
+}
+
+// logResult writes a done message's outcome at debug level.
+func logResult(log *zap.Logger, msg string, m kafka.Message, id zap.Field, merchantID string, r deduct.Result) {
+	if ce := log.Check(zap.DebugLevel, msg); ce != nil {
+		ce.Write(zap.String("topic", m.Topic), zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset),
+			id, zap.String("merchant_id", merchantID), zap.String("outcome", string(r.Outcome)), zap.Int64("balance_after", r.BalanceAfter))
+	}
 }
 
 // grantHandler runs a lane batch of grant commands through the grant path of
@@ -76,10 +85,7 @@ type grantHandler struct {
 }
 
 func (h *grantHandler) HandleBatch(ctx context.Context, items []consumer.Item[event.GrantCommand]) ([]error, error) {
-	grants := make([]event.GrantCommand, len(items))
-	for i, it := range items {
-		grants[i] = it.Value
-	}
+	grants := values(items)
 	results, err := h.deductor.GrantBatch(ctx, grants)
 	if err != nil {
 		return nil, err // for the whole batch: the consumer retries it, or splits it if permanent
@@ -87,12 +93,8 @@ func (h *grantHandler) HandleBatch(ctx context.Context, items []consumer.Item[ev
 	errs := make([]error, len(items))
 	for i, r := range results {
 		h.metrics.grants.WithLabelValues(string(r.Outcome)).Inc()
-		errs[i] = r.Err // permanent: the consumer dead-letters it and logs why
-		if ce := h.log.Check(zap.DebugLevel, "grant"); r.Err == nil && ce != nil {
-			m := items[i].Msg
-			ce.Write(zap.String("topic", m.Topic), zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset),
-				zap.String("grant_id", grants[i].GrantID), zap.String("merchant_id", grants[i].MerchantID),
-				zap.String("outcome", string(r.Outcome)), zap.Int64("balance_after", r.BalanceAfter))
+		if errs[i] = r.Err; r.Err == nil { // else permanent: the consumer dead-letters it and logs why
+			logResult(h.log, "grant", items[i].Msg, zap.String("grant_id", grants[i].GrantID), grants[i].MerchantID, r)
 		}
 	}
 	return errs, nil
