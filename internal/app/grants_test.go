@@ -3,10 +3,12 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/quotaflow/billing/internal/dlq"
@@ -175,4 +177,61 @@ func TestGrantsInterleavedWithPaymentsAndRestart(t *testing.T) {
 	if n := len(g.grantRecords(ctx)); n != 0 {
 		t.Errorf("%d grant commands dead-lettered; none should be", n)
 	}
+}
+
+// A worker started before its grants topic exists: payments flow and it is
+// ready meanwhile; once the topic is created, its commands are applied.
+func TestGrantsTopicCreatedLater(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := newRig(t, 1)
+	g.grants += "-later"
+	g.env["KAFKA_GRANTS_TOPIC"] = g.grants
+	reg := prometheus.NewRegistry()
+	w := g.start(1, WorkerOptions{Registry: reg})
+	grantAll(t, w.Worker, []string{"m-a"}, 10)
+	g.produce(ctx, []kafka.Message{paymentMsg("p1", "m-a", 1)})
+	g.drain(ctx)
+	waitReadyz(t, w.Worker, http.StatusOK, `"kafka_grants":"ok"`)
+	// Joined without its topic, the grants member would rejoin in a loop.
+	if n := grantGenerations(t, reg, g.grants); n != 0 {
+		t.Errorf("%v grants generations before the topic exists, want 0", n)
+	}
+
+	if err := g.kafka.CreateTopic(g.grants, 1); err != nil {
+		t.Fatal(err)
+	}
+	// A transport of its own: the rig's caches metadata from before the topic.
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	pw := &kafka.Writer{Addr: kafka.TCP(g.kafka.Brokers...), Topic: g.grants, Transport: tr, RequiredAcks: kafka.RequireAll}
+	if err := pw.WriteMessages(ctx, grantMsg("g1", "m-a", 5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g.drainGrants(ctx)
+	if v, err := w.Deductor.Show(ctx, "m-a"); err != nil || v.Credited != 15 || v.Debited != 1 {
+		t.Errorf("m-a = %+v, %v; want credited 15, debited 1", v, err)
+	}
+}
+
+// grantGenerations reads billing_consumer_generations_total{topic}.
+func grantGenerations(t *testing.T, reg *prometheus.Registry, topic string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if f.GetName() == "billing_consumer_generations_total" && l.GetName() == "topic" && l.GetValue() == topic {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }

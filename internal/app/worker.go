@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -25,7 +26,7 @@ type Worker struct {
 	svc *services
 	*writePath
 	consumer *consumer.Consumer[event.PaymentSucceeded]
-	grants   *consumer.Consumer[event.GrantCommand] // the grants topic, in a group of its own
+	grants   *grantsConsumer // the grants topic, in a group of its own
 	schema   *schemaGate
 	http     *httpserver.Server
 	pprof    *httpserver.Server // nil unless PPROF_ADDR is set
@@ -100,9 +101,12 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	}
 	ccfg.Topic, ccfg.Group = cfg.Kafka.GrantsTopic, cfg.Kafka.GrantsGroup()
 	grants := &grantHandler{deductor: w.Deductor, metrics: m.app, log: log}
-	if w.grants, err = consumer.New(ccfg, decodeGrant, grants, w.probe, log, m.grants); err != nil {
+	gc, err := consumer.New(ccfg, decodeGrant, grants, w.probe, log, m.grants)
+	if err != nil {
 		return nil, err
 	}
+	w.grants = &grantsConsumer{Consumer: gc, topic: ccfg.Topic, log: log,
+		client: &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: w.svc.Kafka.Transport, Timeout: 5 * time.Second}}
 	sqlDB, err := w.svc.DB.DB()
 	if err != nil {
 		return nil, fmt.Errorf("app: mysql pool: %w", err)
