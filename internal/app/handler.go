@@ -78,11 +78,7 @@ func logResult(log *zap.Logger, msg string, m kafka.Message, id zap.Field, merch
 
 // grantHandler runs a lane batch of grant commands through the grant path of
 // billingctl (deduct.GrantBatch): one transaction for the batch.
-type grantHandler struct {
-	deductor *deduct.Deductor
-	metrics  *Metrics
-	log      *zap.Logger
-}
+type grantHandler billingHandler
 
 func (h *grantHandler) HandleBatch(ctx context.Context, items []consumer.Item[event.GrantCommand]) ([]error, error) {
 	grants := values(items)

@@ -100,8 +100,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 		return nil, err
 	}
 	ccfg.Topic, ccfg.Group = cfg.Kafka.GrantsTopic, cfg.Kafka.GrantsGroup()
-	grants := &grantHandler{deductor: w.Deductor, metrics: m.app, log: log}
-	gc, err := consumer.New(ccfg, decodeGrant, grants, w.probe, log, m.grants)
+	gc, err := consumer.New(ccfg, decodeGrant, (*grantHandler)(handler), w.probe, log, m.grants)
 	if err != nil {
 		return nil, err
 	}
