@@ -80,11 +80,15 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeOp()
-	outcome, err := op.Deductor.Grant(ctx, *merchant, *amount, *id)
+	// The worker's grants topic takes this very path (deduct.GrantBatch).
+	results, err := op.Deductor.GrantBatch(ctx, []event.GrantCommand{{GrantID: *id, MerchantID: *merchant, Amount: *amount, Source: "billingctl"}})
+	if err == nil {
+		err = results[0].Err
+	}
 	if err != nil {
 		return err
 	}
-	res := grantResult{GrantID: *id, MerchantID: *merchant, Amount: *amount, Outcome: string(outcome)}
+	res := grantResult{GrantID: *id, MerchantID: *merchant, Amount: *amount, Outcome: string(results[0].Outcome)}
 	if *output == cli.JSON {
 		return writeJSON(c.stdout, res)
 	}

@@ -21,6 +21,15 @@ func decode(m kafka.Message) (event.PaymentSucceeded, string, error) {
 	return e, e.MerchantID, nil
 }
 
+// decodeGrant is the grants consumer's decoder, routed by merchant.
+func decodeGrant(m kafka.Message) (event.GrantCommand, string, error) {
+	g, err := event.DecodeGrant(m.Key, m.Value)
+	if err != nil {
+		return event.GrantCommand{}, "", err
+	}
+	return g, g.MerchantID, nil
+}
+
 // billingHandler runs a lane batch through the write path.
 type billingHandler struct {
 	deductor *deduct.Deductor
@@ -29,10 +38,7 @@ type billingHandler struct {
 }
 
 func (h *billingHandler) HandleBatch(ctx context.Context, items []consumer.Item[event.PaymentSucceeded]) ([]error, error) {
-	events := make([]event.PaymentSucceeded, len(items))
-	for i, it := range items {
-		events[i] = it.Value
-	}
+	events := values(items)
 	results, err := h.deductor.Apply(ctx, events)
 	if err != nil {
 		return nil, err // transient for the whole batch: the consumer retries it
@@ -48,11 +54,43 @@ func (h *billingHandler) HandleBatch(ctx context.Context, items []consumer.Item[
 		if r.Outcome != deduct.Duplicate {
 			h.metrics.lag.Observe(now.Sub(events[i].OccurredAt).Seconds())
 		}
-		if ce := h.log.Check(zap.DebugLevel, "event"); ce != nil {
-			m := items[i].Msg
-			ce.Write(zap.String("topic", m.Topic), zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset),
-				zap.String("event_id", events[i].EventID), zap.String("merchant_id", events[i].MerchantID),
-				zap.String("outcome", string(r.Outcome)), zap.Int64("balance_after", r.BalanceAfter))
+		logResult(h.log, "event", items[i].Msg, zap.String("event_id", events[i].EventID), events[i].MerchantID, r)
+	}
+	return errs, nil
+}
+
+// values returns the decoded values of a lane batch.
+func values[T any](items []consumer.Item[T]) []T {
+	out := make([]T, len(items))
+	for i, it := range items {
+		out[i] = it.Value
+	}
+	return out
+}
+
+// logResult writes a done message's outcome at debug level.
+func logResult(log *zap.Logger, msg string, m kafka.Message, id zap.Field, merchantID string, r deduct.Result) {
+	if ce := log.Check(zap.DebugLevel, msg); ce != nil {
+		ce.Write(zap.String("topic", m.Topic), zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset),
+			id, zap.String("merchant_id", merchantID), zap.String("outcome", string(r.Outcome)), zap.Int64("balance_after", r.BalanceAfter))
+	}
+}
+
+// grantHandler runs a lane batch of grant commands through the grant path of
+// billingctl (deduct.GrantBatch): one transaction for the batch.
+type grantHandler billingHandler
+
+func (h *grantHandler) HandleBatch(ctx context.Context, items []consumer.Item[event.GrantCommand]) ([]error, error) {
+	grants := values(items)
+	results, err := h.deductor.GrantBatch(ctx, grants)
+	if err != nil {
+		return nil, err // for the whole batch: the consumer retries it, or splits it if permanent
+	}
+	errs := make([]error, len(items))
+	for i, r := range results {
+		h.metrics.grants.WithLabelValues(string(r.Outcome)).Inc()
+		if errs[i] = r.Err; r.Err == nil { // else permanent: the consumer dead-letters it and logs why
+			logResult(h.log, "grant", items[i].Msg, zap.String("grant_id", grants[i].GrantID), grants[i].MerchantID, r)
 		}
 	}
 	return errs, nil

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotaflow/billing/internal/adminapi"
+	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
@@ -16,7 +17,8 @@ import (
 // workerMetrics holds every part's metrics, registered on one registry.
 type workerMetrics struct {
 	app      *Metrics
-	consumer *consumer.Metrics
+	consumer *consumer.Metrics // of the payment topic
+	grants   *consumer.Metrics // of the grants topic
 	deduct   *deduct.Metrics
 	ledger   *ledger.Metrics
 	lock     *lock.Metrics
@@ -24,15 +26,24 @@ type workerMetrics struct {
 	admin    *adminapi.Metrics
 }
 
-func registerAll(reg prometheus.Registerer) (*workerMetrics, error) {
+// registerAll registers every part's metrics on reg (nil: none). The two
+// consumers' collectors carry their topic as a label.
+func registerAll(reg prometheus.Registerer, k config.Kafka) (*workerMetrics, error) {
 	var m workerMetrics
-	var errs [7]error
+	var errs [8]error
+	topic := func(t string) prometheus.Registerer {
+		if reg == nil {
+			return nil
+		}
+		return prometheus.WrapRegistererWith(prometheus.Labels{"topic": t}, reg)
+	}
 	m.app, errs[0] = NewMetrics(reg)
-	m.consumer, errs[1] = consumer.NewMetrics(reg)
+	m.consumer, errs[1] = consumer.NewMetrics(topic(k.Topic))
+	m.grants, errs[6] = consumer.NewMetrics(topic(k.GrantsTopic))
 	m.deduct, errs[2] = deduct.NewMetrics(reg)
 	m.ledger, errs[3] = ledger.NewMetrics(reg)
 	m.lock, errs[4] = lock.NewMetrics(reg)
 	m.idgen, errs[5] = idgen.NewMetrics(reg)
-	m.admin, errs[6] = adminapi.NewMetrics(reg)
+	m.admin, errs[7] = adminapi.NewMetrics(reg)
 	return &m, errors.Join(errs[:]...)
 }

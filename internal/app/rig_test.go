@@ -19,13 +19,14 @@ import (
 
 // rig is one test's own slice of Kafka, MySQL and Redis, and workers on it.
 type rig struct {
-	t         *testing.T
+	t         testing.TB
 	kafka     *testenv.Kafka
 	db        *testenv.MySQL
 	redisAddr string
 	prefix    string
 	topic     string
 	dlqTopic  string
+	grants    string // the grants topic
 	group     string
 	env       map[string]string
 	// transport carries the test's own Kafka requests, closed at cleanup so
@@ -33,17 +34,18 @@ type rig struct {
 	transport *kafka.Transport
 }
 
-func newRig(t *testing.T, partitions int) *rig {
+func newRig(t testing.TB, partitions int) *rig {
 	k := testenv.NewKafka(t)
 	r := testenv.NewRedis(t)
 	g := &rig{t: t, kafka: k, db: testenv.NewMySQL(t), redisAddr: r.Addr, prefix: r.Keys.Prefix(),
-		topic: k.Topic(t, partitions), dlqTopic: k.Topic(t, 1)}
+		topic: k.Topic(t, partitions), dlqTopic: k.Topic(t, 1), grants: k.Topic(t, partitions)}
 	g.group = g.topic + "-group"
 	g.transport = &kafka.Transport{}
 	t.Cleanup(g.transport.CloseIdleConnections)
 	g.env = map[string]string{
 		"KAFKA_BROKERS": joinComma(k.Brokers), "KAFKA_TOPIC": g.topic, "KAFKA_DLQ_TOPIC": g.dlqTopic, "KAFKA_GROUP": g.group,
-		"REDIS_ADDR": g.redisAddr, "REDIS_KEY_PREFIX": g.prefix, "MYSQL_DSN": g.db.DSN,
+		"KAFKA_GRANTS_TOPIC": g.grants,
+		"REDIS_ADDR":         g.redisAddr, "REDIS_KEY_PREFIX": g.prefix, "MYSQL_DSN": g.db.DSN,
 		"HTTP_ADDR": "127.0.0.1:0", "LOCK_TTL": "3s", "IDGEN_LEASE_TTL": "3s", "SHUTDOWN_TIMEOUT": "5s",
 		"WORKER_BATCH_WAIT": "2ms", "WORKER_MAX_ATTEMPTS": "3", "WORKER_COMMIT_INTERVAL": "200ms",
 	}
@@ -96,7 +98,7 @@ func (g *rig) start(workerID int, opts WorkerOptions) *runningWorker {
 	return rw
 }
 
-func (rw *runningWorker) stop(t *testing.T) {
+func (rw *runningWorker) stop(t testing.TB) {
 	t.Helper()
 	if rw.cancel == nil {
 		return
@@ -119,7 +121,12 @@ func (g *rig) client() *kafka.Client {
 
 func (g *rig) produce(ctx context.Context, msgs []kafka.Message) {
 	g.t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(g.kafka.Brokers...), Topic: g.topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, Transport: g.transport}
+	g.produceTo(ctx, g.topic, msgs)
+}
+
+func (g *rig) produceTo(ctx context.Context, topic string, msgs []kafka.Message) {
+	g.t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(g.kafka.Brokers...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, Transport: g.transport}
 	defer w.Close()
 	if err := scenario.Produce(ctx, w, msgs, nil); err != nil {
 		g.t.Fatal(err)
@@ -129,6 +136,14 @@ func (g *rig) produce(ctx context.Context, msgs []kafka.Message) {
 func (g *rig) drain(ctx context.Context) {
 	g.t.Helper()
 	if err := scenario.WaitDrained(ctx, g.client(), g.group, g.topic, nil); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// drainGrants waits until the grants group has committed the whole grants topic.
+func (g *rig) drainGrants(ctx context.Context) {
+	g.t.Helper()
+	if err := scenario.WaitDrained(ctx, g.client(), g.group+".grants", g.grants, nil); err != nil {
 		g.t.Fatal(err)
 	}
 }

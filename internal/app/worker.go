@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -26,6 +27,7 @@ type Worker struct {
 	svc *services
 	*writePath
 	consumer *consumer.Consumer[event.PaymentSucceeded]
+	grants   *grantsConsumer // the grants topic, in a group of its own
 	schema   *schemaGate
 	http     *httpserver.Server
 	pprof    *httpserver.Server // nil unless PPROF_ADDR is set
@@ -72,7 +74,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 			w.close()
 		}
 	}()
-	m, err := registerAll(reg)
+	m, err := registerAll(reg, cfg.Kafka)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +105,13 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if err != nil {
 		return nil, err
 	}
+	ccfg.Topic, ccfg.Group = cfg.Kafka.GrantsTopic, cfg.Kafka.GrantsGroup()
+	gc, err := consumer.New(ccfg, decodeGrant, (*grantHandler)(handler), w.probe, log, m.grants)
+	if err != nil {
+		return nil, err
+	}
+	w.grants = &grantsConsumer{Consumer: gc, topic: ccfg.Topic, log: log,
+		client: &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: w.svc.Kafka.Transport, Timeout: 5 * time.Second}}
 	sqlDB, err := w.svc.DB.DB()
 	if err != nil {
 		return nil, fmt.Errorf("app: mysql pool: %w", err)
@@ -111,6 +120,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if w.http != nil {
 		w.http.AddReadiness("schema", w.schema.ready)
 		w.http.AddReadiness("kafka", w.consumer.Ready)
+		w.http.AddReadiness("kafka_grants", w.grants.Ready)
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
 	}
 	if cfg.Admin.Addr != "" {
@@ -197,7 +207,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		if w.schema.wait(gctx) != nil {
 			return nil // stopped while waiting: nothing was consumed
 		}
-		return w.consumer.Run(gctx) // an error is reported once, by the caller
+		// Payments and grants: either failing to start stops both.
+		cg, cctx := errgroup.WithContext(gctx)
+		cg.Go(func() error { return w.consumer.Run(cctx) })
+		cg.Go(func() error { return w.grants.Run(cctx) })
+		return cg.Wait() // an error is reported once, by the caller
 	})
 	return g.Wait()
 }

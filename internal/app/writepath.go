@@ -162,7 +162,7 @@ func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Op
 	if err != nil {
 		return nil, err
 	}
-	m, _ := registerAll(nil) // with no registry it cannot fail
+	m, _ := registerAll(nil, cfg.Kafka) // with no registry it cannot fail
 	var wp *writePath
 	id := cfg.IDGen.WorkerID
 	if id >= 0 {

@@ -45,15 +45,17 @@ type Config struct {
 
 // Default values of the environment contract.
 const (
-	DefaultTopic     = "payment.succeeded"
-	DefaultGroup     = "billing-worker"
-	DefaultDLQTopic  = "payment.succeeded.dlq"
-	DefaultRedis     = "127.0.0.1:6379"
-	DefaultMySQLDSN  = "root@tcp(127.0.0.1:3306)/billing?parseTime=true"
-	DefaultHTTPAddr  = ":9100"
-	DefaultLockTTL   = 30 * time.Second
-	DefaultLogLevel  = "info"
-	DefaultLogFormat = "auto"
+	DefaultTopic    = "payment.succeeded"
+	DefaultGroup    = "billing-worker"
+	DefaultDLQTopic = "payment.succeeded.dlq"
+	// DefaultGrantsTopic is the topic of grant commands.
+	DefaultGrantsTopic = "quota.grants"
+	DefaultRedis       = "127.0.0.1:6379"
+	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/billing?parseTime=true"
+	DefaultHTTPAddr    = ":9100"
+	DefaultLockTTL     = 30 * time.Second
+	DefaultLogLevel    = "info"
+	DefaultLogFormat   = "auto"
 )
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).

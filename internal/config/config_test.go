@@ -18,6 +18,9 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg.Kafka.GrantsTopic != DefaultGrantsTopic || cfg.Kafka.GrantsGroup() != "billing-worker.grants" {
+		t.Errorf("grants: topic %q group %q", cfg.Kafka.GrantsTopic, cfg.Kafka.GrantsGroup())
+	}
 	if cfg.Kafka.Topic != DefaultTopic || cfg.Kafka.Group != DefaultGroup || cfg.Kafka.DLQTopic != DefaultDLQTopic {
 		t.Errorf("kafka defaults: %+v", cfg.Kafka)
 	}
@@ -111,6 +114,8 @@ func TestInvalidNamesVariableAndValue(t *testing.T) {
 		{"bad level", map[string]string{"LOG_LEVEL": "loud"}, nil, []string{`LOG_LEVEL="loud"`}},
 		{"bad bool", map[string]string{"KAFKA_TLS": "yes please"}, nil, []string{`KAFKA_TLS="yes please"`}},
 		{"same topics", map[string]string{"KAFKA_DLQ_TOPIC": "payment.succeeded"}, nil, []string{"KAFKA_DLQ_TOPIC"}},
+		{"grants on the payment topic", map[string]string{"KAFKA_GRANTS_TOPIC": "payment.succeeded"}, nil, []string{`KAFKA_GRANTS_TOPIC="payment.succeeded"`}},
+		{"bad grants topic", map[string]string{"KAFKA_GRANTS_TOPIC": "quota grants"}, nil, []string{`KAFKA_GRANTS_TOPIC="quota grants"`}},
 		{"bad http addr", map[string]string{"HTTP_ADDR": "9100"}, nil, []string{`HTTP_ADDR="9100"`}},
 	}
 	for _, tt := range tests {

@@ -15,6 +15,8 @@ type Kafka struct {
 	Topic    string
 	Group    string
 	DLQTopic string
+	// GrantsTopic carries grant commands, consumed by the group GrantsGroup().
+	GrantsTopic string
 	// SessionTimeout is the consumer-group session: how long a silent member
 	// keeps its partitions before the group moves on without it.
 	SessionTimeout time.Duration
@@ -87,6 +89,7 @@ func (p *parser) kafka() Kafka {
 		Topic:          p.topic("KAFKA_TOPIC", DefaultTopic),
 		Group:          p.str("KAFKA_GROUP", DefaultGroup),
 		DLQTopic:       p.topic("KAFKA_DLQ_TOPIC", DefaultDLQTopic),
+		GrantsTopic:    p.topic("KAFKA_GRANTS_TOPIC", DefaultGrantsTopic),
 		SessionTimeout: p.duration("KAFKA_SESSION_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute),
 		TLS:            p.tls("KAFKA_TLS"),
 		SASL: SASL{
@@ -98,11 +101,19 @@ func (p *parser) kafka() Kafka {
 	if k.Topic == k.DLQTopic {
 		p.fail("KAFKA_DLQ_TOPIC", k.DLQTopic, "must differ from KAFKA_TOPIC")
 	}
+	if k.GrantsTopic == k.Topic || k.GrantsTopic == k.DLQTopic {
+		p.fail("KAFKA_GRANTS_TOPIC", k.GrantsTopic, "must differ from KAFKA_TOPIC and KAFKA_DLQ_TOPIC")
+	}
 	if k.SASL.Mechanism != SASLNone && (k.SASL.Username == "" || k.SASL.Password == "") {
 		p.fail("KAFKA_SASL_USERNAME", k.SASL.Username, "and KAFKA_SASL_PASSWORD are required with KAFKA_SASL_MECHANISM="+k.SASL.Mechanism)
 	}
 	return k
 }
+
+// GrantsGroup is the consumer group of the grants topic: a group of its own,
+// so that joining, leaving or a missing grants topic never rebalances (or
+// stops) the consumption of payments.
+func (k Kafka) GrantsGroup() string { return k.Group + ".grants" }
 
 func (p *parser) topic(name, def string) string {
 	v := p.str(name, def)

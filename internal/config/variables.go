@@ -6,6 +6,7 @@ var variables = []Variable{
 	{Name: "KAFKA_TOPIC", Default: DefaultTopic, Doc: "topic of payment.succeeded events"},
 	{Name: "KAFKA_GROUP", Default: DefaultGroup, Doc: "consumer group of the workers"},
 	{Name: "KAFKA_DLQ_TOPIC", Default: DefaultDLQTopic, Doc: "dead-letter topic"},
+	{Name: "KAFKA_GRANTS_TOPIC", Default: DefaultGrantsTopic, Doc: "topic of grant commands, consumed by the group KAFKA_GROUP.grants; a missing topic is waited for"},
 	{Name: "KAFKA_SESSION_TIMEOUT", Default: "30s", Doc: "consumer-group session: a worker silent this long loses its partitions (the broker's group.min/max.session.timeout.ms bound it)"},
 	{Name: "KAFKA_TLS", Default: "false", Doc: "TLS to the brokers (implied by any KAFKA_TLS_* file)"},
 	{Name: "KAFKA_TLS_CA_FILE", Doc: "PEM CA bundle for the brokers"},

@@ -87,7 +87,7 @@ func (d *Deductor) redoLoop(ctx context.Context, held map[string]heldLock, event
 			d.metrics.redos.WithLabelValues("stale_cache").Inc()
 			d.log.Warn("stale quota cache: MySQL disagrees with Redis, rehydrating",
 				zap.String("merchant_id", guard.MerchantID), zap.Int64("amount", guard.Amount), zap.String("cache", cause))
-			if err := d.drop(ctx, held[guard.MerchantID], guard.MerchantID); err != nil {
+			if err := d.drop(ctx, held, guard.MerchantID); err != nil {
 				return err
 			}
 		case errors.Is(err, ledger.ErrDuplicate):
@@ -102,7 +102,7 @@ func (d *Deductor) redoLoop(ctx context.Context, held map[string]heldLock, event
 			d.metrics.redos.WithLabelValues("refused").Inc()
 			// Its deduction, if any, is undone by rehydrating the merchant.
 			d.metrics.staleRehydrations.WithLabelValues("unmatched").Inc()
-			if err := d.drop(ctx, held[m], m); err != nil {
+			if err := d.drop(ctx, held, m); err != nil {
 				return err
 			}
 		default:

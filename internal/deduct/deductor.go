@@ -41,7 +41,7 @@ type Ledger interface {
 	ExistingEvents(ctx context.Context, eventIDs []string) (map[string]ledger.Row, error)
 	Balances(ctx context.Context, merchantIDs []string) (map[string]ledger.Balance, error)
 	Commit(ctx context.Context, rows []ledger.Row) error
-	Grant(ctx context.Context, merchantID string, amount int64, grantID string) (ledger.Row, bool, error)
+	Grant(ctx context.Context, credits []ledger.Credit) ([]ledger.Credited, error)
 }
 
 // Redis is what the Deductor needs of a client (*redis.Client or *redis.ClusterClient).

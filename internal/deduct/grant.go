@@ -4,54 +4,109 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/failure"
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
-// Grant credits amount to a merchant, once per grantID, creating the merchant
-// if it is new: under the merchant lock, ledger.Grant, then the quota hash is
-// dropped (fenced) for the next deduction to hydrate. A drop, unlike an
-// increment, is idempotent and exact after a crash; unconfirmed p: fields go
-// with it, which is safe as MySQL does not count them either.
+// GrantBatch credits each grant once per GrantID, creating merchants that are
+// new: under the batch's merchant locks, one ledger.Grant transaction, then
+// the quota hashes of the credited merchants are dropped (fenced, one
+// pipeline) for the next deduction to hydrate. A drop, unlike an increment,
+// is idempotent and exact after a crash; unconfirmed p: fields go with it,
+// which is safe as MySQL does not count them either. It is the one grant path
+// of billingctl and of the quota.grants topic.
 //
-// It returns Applied, or Duplicate when grantID is recorded with the same
-// merchant and amount (dropping again completes an interrupted grant). Another
-// merchant or amount is a permanent conflict; other errors are transient.
-func (d *Deductor) Grant(ctx context.Context, merchantID string, amount int64, grantID string) (Outcome, error) {
-	switch {
-	case !event.ValidID(merchantID):
-		return "", failure.Permanent(failure.ClassInvalid, fmt.Errorf("deduct: merchant id %q is not 1..64 characters of [A-Za-z0-9_.:-]", merchantID))
-	case !event.ValidID(grantID):
-		return "", failure.Permanent(failure.ClassInvalid, fmt.Errorf("deduct: grant id %q is not 1..64 characters of [A-Za-z0-9_.:-]", grantID))
-	case amount < 1 || amount > maxExact:
-		return "", failure.Permanent(failure.ClassInvalid, fmt.Errorf("deduct: grant amount %d is outside 1..2^53-1", amount))
+// Per grant: Applied, or Duplicate when its id is recorded with the same
+// merchant and amount (the drop is redone: it completes an interrupted
+// grant); Invalid, Conflict or Refused with a permanent Err. A returned error
+// concerns the whole batch: permanent (refused) or transient; granting the
+// same batch again is safe.
+func (d *Deductor) GrantBatch(ctx context.Context, grants []event.GrantCommand) ([]Result, error) {
+	results := make([]Result, len(grants))
+	credits := make([]ledger.Credit, 0, len(grants))
+	at := make([]int, 0, len(grants)) // results[at[j]] is credits[j]'s
+	merchants := make([]string, 0, len(grants))
+	for i, g := range grants {
+		if err := checkGrant(g); err != nil {
+			results[i] = Result{Outcome: Invalid, Err: failure.Permanent(failure.ClassInvalid, err)}
+			continue
+		}
+		credits = append(credits, ledger.Credit{ID: g.GrantID, MerchantID: g.MerchantID, Amount: g.Amount, Source: g.Source})
+		at = append(at, i)
+		merchants = append(merchants, g.MerchantID)
 	}
-	dup := false
-	err := d.locked(ctx, []string{merchantID}, func(ctx context.Context, held map[string]heldLock) error {
-		var err error
-		_, dup, err = d.ledger.Grant(ctx, merchantID, amount, grantID)
+	if len(credits) == 0 {
+		return results, nil
+	}
+	err := d.locked(ctx, merchants, func(ctx context.Context, held map[string]heldLock) error {
+		out, err := d.ledger.Grant(ctx, credits)
 		switch {
-		case errors.Is(err, ledger.ErrConflict):
-			return failure.Permanent(failure.ClassConflict, err)
 		case errors.Is(err, ledger.ErrRefused):
 			return failure.Permanent(failure.ClassRefused, err)
 		case err != nil:
 			return err
 		}
-		if err := d.drop(ctx, held[merchantID], merchantID); err != nil {
-			return fmt.Errorf("deduct: grant %s is recorded but the quota cache was not dropped; call again: %w", grantID, err)
+		var credited []string
+		for j, c := range out {
+			results[at[j]] = grantResult(c)
+			if c.Err == nil {
+				credited = append(credited, c.Row.MerchantID)
+			}
+		}
+		credited = slices.Compact(slices.Sorted(slices.Values(credited)))
+		if err := d.drop(ctx, held, credited...); err != nil {
+			return fmt.Errorf("deduct: %d grant(s) recorded but the quota caches not dropped; grant again: %w", len(credits), err)
 		}
 		return nil
 	})
-	switch {
-	case err != nil:
-		return "", err
-	case dup:
-		return Duplicate, nil
+	if err != nil {
+		return nil, err
 	}
-	return Applied, nil
+	return results, nil
+}
+
+// Grant is GrantBatch of one grant without a source: its outcome, Applied or
+// Duplicate, or its error.
+func (d *Deductor) Grant(ctx context.Context, merchantID string, amount int64, grantID string) (Outcome, error) {
+	res, err := d.GrantBatch(ctx, []event.GrantCommand{{GrantID: grantID, MerchantID: merchantID, Amount: amount}})
+	if err != nil {
+		return "", err
+	}
+	return res[0].Outcome, res[0].Err
+}
+
+// checkGrant holds a grant to the limits of the write path.
+func checkGrant(g event.GrantCommand) error {
+	switch {
+	case !event.ValidID(g.MerchantID):
+		return fmt.Errorf("deduct: merchant id %q is not 1..64 characters of [A-Za-z0-9_.:-]", g.MerchantID)
+	case !event.ValidID(g.GrantID):
+		return fmt.Errorf("deduct: grant id %q is not 1..64 characters of [A-Za-z0-9_.:-]", g.GrantID)
+	case g.Amount < 1 || g.Amount > maxExact:
+		return fmt.Errorf("deduct: grant amount %d is outside 1..2^53-1", g.Amount)
+	}
+	return nil
+}
+
+// grantResult is the Result of one recorded (or refused) credit.
+func grantResult(c ledger.Credited) Result {
+	switch {
+	case errors.Is(c.Err, ledger.ErrConflict):
+		return Result{Outcome: Conflict, Err: failure.Permanent(failure.ClassConflict, c.Err)}
+	case c.Err != nil:
+		return Result{Outcome: Refused, Err: failure.Permanent(failure.ClassRefused, c.Err)}
+	}
+	r := Result{Outcome: Applied}
+	if c.Duplicate {
+		r.Outcome = Duplicate
+	}
+	if c.Row.BalanceAfter != nil { // always: a credit creates its balance row
+		r.BalanceAfter = *c.Row.BalanceAfter
+	}
+	return r
 }
 
 // lockCause makes err say ErrLockLost when ctx ended because a lock was lost.

@@ -82,3 +82,41 @@ func TestGrantAndShow(t *testing.T) {
 		t.Errorf("unknown merchant view = %+v, %v", v, err)
 	}
 }
+
+// TestGrantBatch grants several merchants in one call, with a repeat, a
+// conflicting reuse and an invalid grant: each gets its own outcome, and every
+// credited merchant's cached hash is dropped, so its next deduction sees the grant.
+func TestGrantBatch(t *testing.T) {
+	e := newEnv(t)
+	e.grant("m-a", 5)
+	e.grant("m-b", 5)
+	e.apply(e.d, []event.PaymentSucceeded{pay("e1", "m-a", 1), pay("e2", "m-b", 1)}) // both cached
+	res, err := e.d.GrantBatch(context.Background(), []event.GrantCommand{
+		{GrantID: "g1", MerchantID: "m-a", Amount: 10, Source: "plans"},
+		{GrantID: "g2", MerchantID: "m-b", Amount: 20, Source: "plans"},
+		{GrantID: "g1", MerchantID: "m-a", Amount: 10, Source: "plans"},
+		{GrantID: "g1", MerchantID: "m-a", Amount: 11, Source: "plans"},
+		{GrantID: "g{3}", MerchantID: "m-a", Amount: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		out   Outcome
+		class string
+		bal   int64
+	}{{Applied, "", 14}, {Applied, "", 24}, {Duplicate, "", 14}, {Conflict, failure.ClassConflict, 0}, {Invalid, failure.ClassInvalid, 0}}
+	for i, w := range want {
+		if r := res[i]; r.Outcome != w.out || failure.ClassOf(r.Err) != w.class || r.BalanceAfter != w.bal {
+			t.Errorf("grant %d = %+v, want %s (%q) balance %d", i, r, w.out, w.class, w.bal)
+		}
+	}
+	for m, remain := range map[string]int64{"m-a": 14, "m-b": 24} {
+		if cached, _ := e.quota(m); cached != -1 {
+			t.Errorf("%s still cached after a grant (remain %d)", m, cached)
+		}
+		if r := e.apply(e.d, []event.PaymentSucceeded{pay("all-"+m, m, remain)}); r[0].Outcome != Applied || r[0].BalanceAfter != 0 {
+			t.Errorf("%s: deduction of the whole new balance = %+v", m, r[0])
+		}
+	}
+}

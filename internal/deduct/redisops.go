@@ -203,12 +203,21 @@ func (d *Deductor) settleAll(ctx context.Context, held map[string]heldLock, s se
 //go:embed drop.lua
 var dropSrc string
 
-// drop deletes a merchant's quota hash (fenced), so the next deduction hydrates it from MySQL.
-func (d *Deductor) drop(ctx context.Context, l heldLock, merchantID string) error {
-	c := &quota.Call{Script: d.dropLua, Keys: []string{d.keys.Quota(merchantID), l.key}, Args: []any{l.token}}
-	quota.Run(ctx, d.rdb, c)
-	_, _, err := c.Reply()
-	return fenced(err, "drop")
+// drop deletes the merchants' quota hashes (fenced), in one pipeline, so the
+// next deduction hydrates each from MySQL.
+func (d *Deductor) drop(ctx context.Context, held map[string]heldLock, merchantIDs ...string) error {
+	calls := make([]*quota.Call, len(merchantIDs))
+	for i, m := range merchantIDs {
+		l := held[m]
+		calls[i] = &quota.Call{Script: d.dropLua, Keys: []string{d.keys.Quota(m), l.key}, Args: []any{l.token}}
+	}
+	quota.Run(ctx, d.rdb, calls...)
+	for _, c := range calls {
+		if _, _, err := c.Reply(); err != nil {
+			return fenced(err, "drop")
+		}
+	}
+	return nil
 }
 
 // fenced names a failed script call; a lock found not ours is ErrLockLost.

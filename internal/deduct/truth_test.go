@@ -49,7 +49,7 @@ func TestRejectionWaitsForMySQL(t *testing.T) {
 	e.grant("m-a", 2)
 	e.apply(e.d, []event.PaymentSucceeded{pay("w", "m-a", 2)}) // 0 in both stores
 	h := &hookLedger{beforeCommit: func(ctx context.Context, _ []ledger.Row) error {
-		_, _, err := e.store.Grant(ctx, "m-a", 50, "late-grant")
+		_, err := e.store.Grant(ctx, []ledger.Credit{{ID: "late-grant", MerchantID: "m-a", Amount: 50}})
 		return err
 	}}
 	d := e.hookedDeductor(h)
@@ -65,7 +65,7 @@ func TestRejectionWaitsForMySQL(t *testing.T) {
 func TestUnknownMerchantWaitsForMySQL(t *testing.T) {
 	e := newEnv(t)
 	h := &hookLedger{beforeCommit: func(ctx context.Context, _ []ledger.Row) error {
-		_, _, err := e.store.Grant(ctx, "m-new", 10, "first-grant")
+		_, err := e.store.Grant(ctx, []ledger.Credit{{ID: "first-grant", MerchantID: "m-new", Amount: 10}})
 		return err
 	}}
 	d := e.hookedDeductor(h)
@@ -147,7 +147,7 @@ func TestDuplicateOfRejectionGivesDeductionBack(t *testing.T) {
 			t.Errorf("A's rejection: %v", err)
 		}
 		// Quota lands, and B's cache shows it (a grant's drop, then hydration).
-		if _, _, err := e.store.Grant(ctx, "m-a", 10, "late-grant"); err != nil {
+		if _, err := e.store.Grant(ctx, []ledger.Credit{{ID: "late-grant", MerchantID: "m-a", Amount: 10}}); err != nil {
 			t.Error(err)
 		}
 		if err := e.redis.Client.HSet(ctx, e.redis.Keys.Quota("m-a"), quota.FieldRemain, 10).Err(); err != nil {

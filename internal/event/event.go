@@ -1,5 +1,5 @@
-// Package event is the Kafka contract of payment.succeeded: decoding and
-// validation. What fails them is permanent: dead-lettered at once, never retried.
+// Package event is the Kafka contract of payment.succeeded and quota.grants:
+// decoding and validation. What fails them is permanent: dead-lettered at once, never retried.
 package event
 
 import (
@@ -83,7 +83,7 @@ func Decode(key, value []byte) (PaymentSucceeded, error) {
 	e.PaymentID, errs = requirePaymentID(errs, w.PaymentID)
 	e.Amount, errs = requireAmount(errs, w.Amount)
 	e.Source, errs = requireSource(errs, w.Source)
-	e.OccurredAt, errs = requireTime(errs, w.OccurredAt)
+	e.OccurredAt, errs = requireTime(errs, "occurred_at", w.OccurredAt)
 	if len(errs) > 0 {
 		return PaymentSucceeded{}, errs[0] // the first is enough to route it; all are equally fatal
 	}
@@ -155,13 +155,13 @@ func requireSource(errs []error, v string) (Source, []error) {
 	return "", append(errs, &InvalidError{Field: "source", Reason: fmt.Sprintf("%q is not one of pc, miniapp, openapi", truncate(v))})
 }
 
-func requireTime(errs []error, v string) (time.Time, []error) {
+func requireTime(errs []error, field, v string) (time.Time, []error) {
 	if v == "" {
-		return time.Time{}, append(errs, &InvalidError{Field: "occurred_at", Reason: "missing"})
+		return time.Time{}, append(errs, &InvalidError{Field: field, Reason: "missing"})
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, append(errs, &InvalidError{Field: "occurred_at", Reason: fmt.Sprintf("%q is not an RFC 3339 time", truncate(v))})
+		return time.Time{}, append(errs, &InvalidError{Field: field, Reason: fmt.Sprintf("%q is not an RFC 3339 time", truncate(v))})
 	}
 	return t.UTC(), errs
 }

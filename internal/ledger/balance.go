@@ -2,13 +2,20 @@ package ledger
 
 import "sort"
 
-// debitTotals sums the debit rows per merchant and lists every merchant of rows, sorted.
-func debitTotals(rows []Row) (map[string]int64, []string) {
+// takenTotals sums what rows take from each merchant's balance (debits add,
+// credits subtract) and lists every merchant of rows, sorted.
+func takenTotals(rows []Row) (map[string]int64, []string) {
 	totals := make(map[string]int64)
 	for _, r := range rows {
-		if r.Kind == KindDebit {
+		switch r.Kind {
+		case KindDebit:
 			totals[r.MerchantID] += r.Amount
-		} else if _, seen := totals[r.MerchantID]; !seen {
+		case KindCredit:
+			totals[r.MerchantID] -= r.Amount
+		default:
+			if _, seen := totals[r.MerchantID]; seen {
+				continue
+			}
 			totals[r.MerchantID] = 0
 		}
 	}
@@ -21,11 +28,11 @@ func debitTotals(rows []Row) (map[string]int64, []string) {
 }
 
 // setBalanceAfter walks rows in order from each merchant's balance before the
-// batch (its balance now plus what the batch debited).
-func setBalanceAfter(rows []Row, bals []Balance, debits map[string]int64) {
+// batch (its balance now plus what the batch took, see takenTotals).
+func setBalanceAfter(rows []Row, bals []Balance, taken map[string]int64) {
 	running := make(map[string]int64, len(bals))
 	for _, b := range bals {
-		running[b.MerchantID] = b.Available() + debits[b.MerchantID]
+		running[b.MerchantID] = b.Available() + taken[b.MerchantID]
 	}
 	for i := range rows {
 		bal, known := running[rows[i].MerchantID]
@@ -33,10 +40,13 @@ func setBalanceAfter(rows []Row, bals []Balance, debits map[string]int64) {
 			rows[i].BalanceAfter = nil
 			continue
 		}
-		if rows[i].Kind == KindDebit {
+		switch rows[i].Kind {
+		case KindDebit:
 			bal -= rows[i].Amount
-			running[rows[i].MerchantID] = bal
+		case KindCredit:
+			bal += rows[i].Amount
 		}
+		running[rows[i].MerchantID] = bal
 		v := bal
 		rows[i].BalanceAfter = &v
 	}

@@ -39,7 +39,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	}
 	defer release()
 	fresh := freshIDs(rows)
-	debits, merchants := debitTotals(rows)
+	debits, merchants := takenTotals(rows)
 	now := s.now().UTC()
 	for i := range rows {
 		if rows[i].CreatedAt.IsZero() {

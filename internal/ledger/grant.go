@@ -2,69 +2,136 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
-
-	"gorm.io/gorm"
+	"strings"
 )
 
-const upsertCreditSQL = "INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES (?, ?, 0) " +
-	"ON DUPLICATE KEY UPDATE credited = credited + ?"
+// Credit is one grant to record: ID is the grant id, the row's event_id.
+type Credit struct {
+	ID, MerchantID, Source string
+	Amount                 int64
+}
 
-// Grant credits amount to a merchant once per grantID, in one transaction: a
-// credit row (event_id = grantID) and credited += amount, creating the balance
-// row if needed. It returns the row and whether it was already recorded; the
-// same grantID with other content wraps ErrConflict. The caller holds the lock.
-func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, grantID string) (Row, bool, error) {
-	row := Row{
-		EventID: grantID, MerchantID: merchantID, Kind: KindCredit, Amount: amount,
-		Reason: ReasonGrant, OccurredAt: s.now().UTC(),
+// Credited is what became of one Credit.
+type Credited struct {
+	Row       Row   // the credit row as recorded, by this call or an earlier one
+	Duplicate bool  // the id was recorded before (or earlier in the batch) with the same merchant and amount
+	Err       error // wraps ErrConflict, or a *RefusedError: nothing was written for it
+}
+
+// Grant records credits once per id, in one transaction: a credit row each
+// (event_id = the grant id) and one upsert that adds each merchant's total
+// to credited, creating its balance row if needed. A per-credit conflict or
+// refused value is in its Credited; a returned error concerns the batch
+// (*RefusedError, or transient: nothing written, and calling again is safe).
+// The caller holds the merchants' locks.
+func (s *Store) Grant(ctx context.Context, credits []Credit) ([]Credited, error) {
+	now := s.now().UTC()
+	want := make([]Row, len(credits))
+	ids := make([]string, 0, len(credits))
+	for i, c := range credits {
+		want[i] = Row{EventID: c.ID, MerchantID: c.MerchantID, Kind: KindCredit, Amount: c.Amount,
+			Reason: ReasonGrant, Source: c.Source, OccurredAt: now, CreatedAt: now}
+		ids = append(ids, c.ID)
 	}
-	if err := row.Check(); err != nil {
-		return Row{}, false, &RefusedError{EventID: grantID, Err: err}
-	}
-	row.CreatedAt = row.OccurredAt
-	// A concurrent insert of the id (not under our lock) fails the first attempt.
+	// A concurrent insert of an id (not under our lock) fails the first attempt.
 	for attempt := 0; ; attempt++ {
-		var existing *Row
-		r := []Row{row}
-		err := s.inTx(ctx, func(tx *gorm.DB) error {
-			existing = nil
-			if err := s.assignIDs(r, []int{0}); err != nil {
+		var out []Credited
+		err := s.inSQLTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			existing, err := s.existingEvents(ctx, prepared{stmts: s.stmts, tx: tx}, ids)
+			if err != nil {
 				return err
 			}
-			var found []Row
-			if err := tx.Where("event_id = ?", grantID).Limit(1).Find(&found).Error; err != nil {
-				return fmt.Errorf("ledger: read grant: %w", err)
-			}
-			if len(found) == 1 {
-				existing = &found[0]
+			var fresh []Row
+			out, fresh = decideCredits(want, existing)
+			if len(fresh) == 0 {
 				return nil
 			}
-			if err := tx.Exec(upsertCreditSQL, merchantID, amount, amount).Error; err != nil {
-				return fmt.Errorf("ledger: credit merchant %s: %w", merchantID, err)
+			if err := s.writeCredits(ctx, tx, fresh); err != nil {
+				return err
 			}
-			var bal Balance
-			if err := tx.Where("merchant_id = ?", merchantID).Take(&bal).Error; err != nil {
-				return fmt.Errorf("ledger: read balance: %w", err)
+			byID := make(map[string]Row, len(fresh))
+			for _, r := range fresh {
+				byID[r.EventID] = r
 			}
-			after := bal.Available()
-			r[0].BalanceAfter = &after
-			return tx.Create(&r[0]).Error
+			for i := range out {
+				if r, ok := byID[out[i].Row.EventID]; ok && !errors.Is(out[i].Err, ErrRefused) {
+					out[i].Row = r
+				}
+			}
+			return nil
 		})
 		switch {
-		case err == nil && existing != nil:
-			if existing.Kind != KindCredit || existing.MerchantID != merchantID || existing.Amount != amount {
-				return *existing, false, fmt.Errorf("%w: grant %s is recorded as %s of %d for merchant %s, not credit of %d for %s",
-					ErrConflict, grantID, existing.Kind, existing.Amount, existing.MerchantID, amount, merchantID)
-			}
-			return *existing, true, nil
 		case err == nil:
-			return r[0], false, nil
+			return out, nil
 		case duplicate(err) && attempt == 0:
 			continue
 		case refused(err):
-			return Row{}, false, &RefusedError{EventID: grantID, Err: err}
+			return nil, &RefusedError{Err: err}
 		}
-		return Row{}, false, fmt.Errorf("ledger: grant %s: %w", grantID, err)
+		return nil, fmt.Errorf("ledger: grant %d credit(s): %w", len(credits), err)
 	}
+}
+
+// decideCredits sorts the wanted credit rows against those recorded before
+// (existing) and earlier in the batch: a refused value, a conflict, a
+// duplicate, or fresh (returned, in order, to be written).
+func decideCredits(want []Row, existing map[string]Row) (out []Credited, fresh []Row) {
+	out = make([]Credited, len(want))
+	first := make(map[string]Row)
+	for i, w := range want {
+		out[i].Row = w
+		if err := w.Check(); err != nil {
+			out[i].Err = &RefusedError{EventID: w.EventID, Err: err}
+			continue
+		}
+		prev, ok := existing[w.EventID]
+		if !ok {
+			prev, ok = first[w.EventID]
+		}
+		switch {
+		case !ok:
+			first[w.EventID] = w
+			fresh = append(fresh, w)
+		case prev.Kind != KindCredit || prev.MerchantID != w.MerchantID || prev.Amount != w.Amount:
+			out[i].Row = prev
+			out[i].Err = fmt.Errorf("%w: grant %s is recorded as %s of %d for merchant %s, not credit of %d for %s",
+				ErrConflict, w.EventID, prev.Kind, prev.Amount, prev.MerchantID, w.Amount, w.MerchantID)
+		default:
+			out[i].Row = prev
+			out[i].Duplicate = true
+		}
+	}
+	return out, fresh
+}
+
+// writeCredits gives rows ids, raises each merchant's credited once (in
+// merchant order: no deadlock between batches), sets balance_after and
+// inserts the rows.
+func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, rows []Row) error {
+	all := make([]int, len(rows))
+	for i := range all {
+		all[i] = i
+	}
+	if err := s.assignIDs(rows, all); err != nil {
+		return err
+	}
+	moved, merchants := takenTotals(rows)
+	args := make([]any, 0, 2*len(merchants))
+	for _, m := range merchants {
+		args = append(args, m, -moved[m])
+	}
+	upsert := "INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES (?, ?, 0)" +
+		strings.Repeat(", (?, ?, 0)", len(merchants)-1) + " ON DUPLICATE KEY UPDATE credited = credited + VALUES(credited)"
+	if _, err := s.exec(ctx, tx, upsert, args); err != nil {
+		return fmt.Errorf("ledger: credit %d merchant(s): %w", len(merchants), err)
+	}
+	bals, err := s.balancesInTx(ctx, tx, merchants)
+	if err != nil {
+		return err
+	}
+	setBalanceAfter(rows, bals, moved)
+	return s.insert(ctx, tx, rows)
 }

@@ -38,9 +38,18 @@ func newStore(t *testing.T) (*Store, *testenv.MySQL) {
 
 func grant(t *testing.T, s *Store, merchant string, amount int64) {
 	t.Helper()
-	if _, _, err := s.Grant(context.Background(), merchant, amount, fmt.Sprintf("grant-%s-%d-%d", merchant, amount, time.Now().UnixNano())); err != nil {
+	if _, err := grantOne(s, merchant, amount, fmt.Sprintf("grant-%s-%d-%d", merchant, amount, time.Now().UnixNano())); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// grantOne grants one credit and returns its outcome, the batch error first.
+func grantOne(s *Store, merchant string, amount int64, id string) (Credited, error) {
+	out, err := s.Grant(context.Background(), []Credit{{ID: id, MerchantID: merchant, Amount: amount}})
+	if err != nil {
+		return Credited{}, err
+	}
+	return out[0], out[0].Err
 }
 
 func debit(event, merchant string, amount int64) Row {
@@ -230,17 +239,17 @@ func TestGrant(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 
-	row, dup, err := s.Grant(ctx, "m-new", 7, "g1")
-	if err != nil || dup {
-		t.Fatalf("Grant = %v, duplicate %v", err, dup)
+	c, err := grantOne(s, "m-new", 7, "g1")
+	if err != nil || c.Duplicate {
+		t.Fatalf("Grant = %v, duplicate %v", err, c.Duplicate)
 	}
-	if row.Kind != KindCredit || row.BalanceAfter == nil || *row.BalanceAfter != 7 || row.ID == 0 {
+	if row := c.Row; row.Kind != KindCredit || row.BalanceAfter == nil || *row.BalanceAfter != 7 || row.ID == 0 {
 		t.Errorf("credit row = %+v", row)
 	}
-	if _, dup, err = s.Grant(ctx, "m-new", 7, "g1"); err != nil || !dup {
-		t.Fatalf("repeated Grant = %v, duplicate %v; want a duplicate", err, dup)
+	if c, err = grantOne(s, "m-new", 7, "g1"); err != nil || !c.Duplicate {
+		t.Fatalf("repeated Grant = %v, duplicate %v; want a duplicate", err, c.Duplicate)
 	}
-	if _, _, err := s.Grant(ctx, "m-new", 5, "g2"); err != nil {
+	if _, err := grantOne(s, "m-new", 5, "g2"); err != nil {
 		t.Fatal(err)
 	}
 	if b := balanceOf(t, s, "m-new"); b.Credited != 12 || b.Debited != 0 {
@@ -258,15 +267,66 @@ func TestGrant(t *testing.T) {
 		{"other merchant", "m-other", "g1", 7},
 		{"a payment's id", "m-new", "e1", 1},
 	} {
-		if _, _, err := s.Grant(ctx, tc.merchant, tc.amount, tc.id); !errors.Is(err, ErrConflict) {
+		if _, err := grantOne(s, tc.merchant, tc.amount, tc.id); !errors.Is(err, ErrConflict) {
 			t.Errorf("%s: Grant = %v, want ErrConflict", tc.name, err)
 		}
 	}
-	if _, _, err := s.Grant(ctx, "m-new", 0, "g3"); !errors.Is(err, ErrRefused) {
+	if _, err := grantOne(s, "m-new", 0, "g3"); !errors.Is(err, ErrRefused) {
 		t.Errorf("Grant of 0 = %v, want ErrRefused", err)
 	}
 	if b := balanceOf(t, s, "m-new"); b.Credited != 12 || b.Debited != 1 {
 		t.Errorf("balance = %+v, want credited 12 debited 1", b)
+	}
+	checkBalancesMatchLedger(t, s)
+}
+
+// TestGrantBatch records a batch with repeats, a conflict within the batch and
+// one against an earlier grant, several merchants and a refused value, in one
+// call: each credit's outcome is its own, and each id has one row.
+func TestGrantBatch(t *testing.T) {
+	s, _ := newStore(t)
+	if _, err := grantOne(s, "m-b", 4, "old"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Grant(context.Background(), []Credit{
+		{ID: "g1", MerchantID: "m-a", Amount: 10, Source: "plans"},
+		{ID: "g2", MerchantID: "m-b", Amount: 3},
+		{ID: "g1", MerchantID: "m-a", Amount: 10},
+		{ID: "g1", MerchantID: "m-a", Amount: 11},
+		{ID: "old", MerchantID: "m-b", Amount: 5},
+		{ID: "old", MerchantID: "m-b", Amount: 4},
+		{ID: "g3", MerchantID: "m-a", Amount: 0},
+		{ID: "g4", MerchantID: "m-a", Amount: 5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		dup      bool
+		err      error
+		id       string
+		balAfter int64
+	}{
+		{false, nil, "g1", 10}, {false, nil, "g2", 7}, {true, nil, "g1", 10}, {false, ErrConflict, "g1", 10},
+		{false, ErrConflict, "old", 4}, {true, nil, "old", 4}, {false, ErrRefused, "g3", -1}, {false, nil, "g4", 15},
+	}
+	for i, w := range want {
+		got := out[i]
+		if got.Duplicate != w.dup || !errors.Is(got.Err, w.err) || (w.err == nil) != (got.Err == nil) || got.Row.EventID != w.id {
+			t.Errorf("credit %d: %+v, want duplicate %v, err %v, row %s", i, got, w.dup, w.err, w.id)
+		}
+		if w.balAfter >= 0 && (got.Row.BalanceAfter == nil || *got.Row.BalanceAfter != w.balAfter || got.Row.ID == 0) {
+			t.Errorf("credit %d: row %+v, want balance_after %d", i, got.Row, w.balAfter)
+		}
+	}
+	if out[0].Row.Source != "plans" {
+		t.Errorf("source = %q, want plans", out[0].Row.Source)
+	}
+	if b := balanceOf(t, s, "m-a"); b.Credited != 15 {
+		t.Errorf("m-a credited = %d, want 15", b.Credited)
+	}
+	if b := balanceOf(t, s, "m-b"); b.Credited != 7 {
+		t.Errorf("m-b credited = %d, want 7", b.Credited)
 	}
 	checkBalancesMatchLedger(t, s)
 }

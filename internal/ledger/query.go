@@ -13,10 +13,15 @@ import (
 // amount, balance_after) of those eventIDs that have one: one prepared query
 // per 1024 ids, the IN list padded to a power of two.
 func (s *Store) ExistingEvents(ctx context.Context, eventIDs []string) (map[string]Row, error) {
+	return s.existingEvents(ctx, prepared{stmts: s.stmts}, eventIDs)
+}
+
+// existingEvents is ExistingEvents on c (a transaction's prepared statements).
+func (s *Store) existingEvents(ctx context.Context, c conn, eventIDs []string) (map[string]Row, error) {
 	out := make(map[string]Row, len(eventIDs))
 	for off := 0; off < len(eventIDs); off += maxInList {
 		in, args := InList(padPow2(eventIDs[off:min(off+maxInList, len(eventIDs))]))
-		err := s.query(ctx, prepared{stmts: s.stmts},
+		err := s.query(ctx, c,
 			"SELECT id, event_id, merchant_id, kind, amount, balance_after FROM quota_ledger WHERE event_id IN ("+in+")",
 			args, func(rows *sql.Rows) error {
 				var r Row

@@ -125,14 +125,17 @@ func (w *workerProc) scrape(ctx context.Context) (scraped, error) {
 	found := 0
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		name, value, _ := strings.Cut(sc.Text(), " ")
+		series, value, _ := strings.Cut(sc.Text(), " ")
+		name, _, _ := strings.Cut(series, "{") // summed over labels: the grants consumer's batches are none here
 		dst, ok := into[name]
 		if !ok {
 			continue
 		}
-		if *dst, err = strconv.ParseFloat(value, 64); err != nil {
-			return scraped{}, fmt.Errorf("load: /metrics %s %q: %w", name, value, err)
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return scraped{}, fmt.Errorf("load: /metrics %s %q: %w", series, value, err)
 		}
+		*dst += v
 		found++
 	}
 	if found < 2 {

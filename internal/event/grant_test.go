@@ -1,0 +1,57 @@
+package event
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const validGrant = `{"grant_id":"plan-2026-12:m-42","merchant_id":"m-42","amount":1000,"source":"plans"}`
+
+func TestDecodeGrantValid(t *testing.T) {
+	got, err := DecodeGrant([]byte("m-42"), []byte(validGrant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := GrantCommand{GrantID: "plan-2026-12:m-42", MerchantID: "m-42", Amount: 1000, Source: "plans"}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	again, err := DecodeGrant(nil, got.Encode())
+	if err != nil || again != got {
+		t.Fatalf("round trip: %+v, %v", again, err)
+	}
+}
+
+func TestDecodeGrantInvalid(t *testing.T) {
+	replace := func(old, new string) string { return strings.Replace(validGrant, old, new, 1) }
+	tests := []struct {
+		name, key, value, field, reason string
+	}{
+		{"not json", "", `{"grant_id":`, "", "not a JSON object"},
+		{"missing grant_id", "", replace(`"grant_id":"plan-2026-12:m-42",`, ``), "grant_id", "missing"},
+		{"brace in grant_id", "", replace(`"plan-2026-12:m-42"`, `"g{1}"`), "grant_id", "is not 1..64"},
+		{"missing merchant", "", replace(`"merchant_id":"m-42",`, ``), "merchant_id", "missing"},
+		{"amount zero", "", replace(`1000`, `0`), "amount", "outside 1..10^12"},
+		{"amount too big", "", replace(`1000`, `1000000000001`), "amount", "outside 1..10^12"},
+		{"amount fraction", "", replace(`1000`, `1.5`), "amount", "not an integer"},
+		{"missing amount", "", replace(`"amount":1000,`, ``), "amount", "missing"},
+		{"missing source", "", replace(`,"source":"plans"`, ``), "source", "missing"},
+		{"long source", "", replace(`"plans"`, `"`+strings.Repeat("s", 17)+`"`), "source", "is not 1..16"},
+		{"bad expires_at", "", replace(`}`, `,"expires_at":"next week"}`), "expires_at", "not an RFC 3339 time"},
+		{"expires_at reserved", "", replace(`}`, `,"expires_at":"2027-01-01T00:00:00Z"}`), "expires_at", "not supported yet"},
+		{"key mismatch", "m-43", validGrant, "key", "does not match"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeGrant([]byte(tt.key), []byte(tt.value))
+			var ie *InvalidError
+			if !errors.Is(err, ErrInvalid) || !errors.As(err, &ie) {
+				t.Fatalf("err = %v, want an *InvalidError", err)
+			}
+			if ie.Field != tt.field || !strings.Contains(ie.Reason, tt.reason) {
+				t.Fatalf("got %q: %q, want %q: ...%s...", ie.Field, ie.Reason, tt.field, tt.reason)
+			}
+		})
+	}
+}
