@@ -22,19 +22,22 @@ func mixedLoad(prefix string) workload.Config {
 // balances add up.
 func TestKillWorkerProcesses(t *testing.T) {
 	t.Parallel()
-	p := newPlan(t)
+	// 16s of load in CI for 3 kills of at most 3s + 1s each.
+	killScenario(t, newPlan(t), size(3, 12), size(4000, 40000))
+}
+
+// killScenario kills a worker process kills times while n messages flow.
+func killScenario(t *testing.T, p *plan, kills, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 15*time.Minute))
 	defer cancel()
 	g := newRig(t, rigOptions{partitions: 4})
 	p.use(g)
-	// 16s of load in CI for 3 kills of at most 3s + 1s each.
-	tr := traffic(t, p.seed(), mixedLoad("kill-"), size(4000, 40000), 5)
+	tr := traffic(t, p.seed(), mixedLoad("kill-"), n, 5)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
 	load := g.startLoad(ctx, tr.Messages, size(250, 500))
 	p.during(load)
 
-	kills := size(3, 12)
 	for range kills {
 		p.await(ctx, between(p.rng, time.Second, 3*time.Second))
 		victim := procs[p.rng.IntN(len(procs))]

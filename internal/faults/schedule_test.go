@@ -21,12 +21,16 @@ var (
 )
 
 // step is one fault as it happened: its kind, the worker it hit, and how
-// many ledger rows there were when it fired (its trigger on replay).
+// many ledger rows there were and how many messages the load had produced
+// when it fired (its trigger on replay: the row count alone stands still
+// while a group rebalances, the produced count alone runs ahead of a
+// stalled group).
 type step struct {
-	Fault  string `json:"fault"`
-	Worker string `json:"worker,omitempty"`
-	After  int64  `json:"after_ledger_rows"`
-	Detail string `json:"detail,omitempty"`
+	Fault    string `json:"fault"`
+	Worker   string `json:"worker,omitempty"`
+	After    int64  `json:"after_ledger_rows"`
+	Produced int64  `json:"after_produced"`
+	Detail   string `json:"detail,omitempty"`
 }
 
 // schedule is what a scenario did: the seed of its traffic and fault
@@ -108,7 +112,7 @@ func (p *plan) use(g *rig) { p.g = g }
 func (p *plan) during(l *load) { p.load = l }
 
 // await waits before the next fault: live, d; replaying, until the ledger
-// holds the recorded fault's row count.
+// holds the recorded fault's row count and the load has produced its count.
 func (p *plan) await(ctx context.Context, d time.Duration) {
 	p.t.Helper()
 	if p.replay == nil {
@@ -119,11 +123,12 @@ func (p *plan) await(ctx context.Context, d time.Duration) {
 	if i >= len(p.replay.Steps) {
 		return // fired says so if a fault follows
 	}
-	want := p.replay.Steps[i].After
+	want := p.replay.Steps[i]
 	deadline := time.Now().Add(2 * time.Minute)
-	for p.rows(ctx) < want {
+	for p.produced() < want.Produced || p.rows(ctx) < want.After {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			p.t.Fatalf("replay: the ledger never reached %d rows for fault %d (%s)", want, i+1, p.replay.Steps[i].Fault)
+			p.t.Fatalf("replay: fault %d (%s) waits for %d ledger rows and %d messages produced; there are %d and %d",
+				i+1, want.Fault, want.After, want.Produced, p.rows(ctx), p.produced())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -142,7 +147,7 @@ func (p *plan) more(i int, live bool) bool {
 // or a service), checking it against the replayed schedule and the load.
 func (p *plan) fired(ctx context.Context, fault, worker, detail string) {
 	p.t.Helper()
-	s := step{Fault: fault, Worker: worker, After: p.rows(ctx), Detail: detail}
+	s := step{Fault: fault, Worker: worker, After: p.rows(ctx), Produced: p.produced(), Detail: detail}
 	i := len(p.done.Steps)
 	p.done.Steps = append(p.done.Steps, s)
 	if p.replay != nil {
@@ -150,7 +155,8 @@ func (p *plan) fired(ctx context.Context, fault, worker, detail string) {
 			p.t.Fatalf("replay: fault %d is %s on %q, the schedule has %v", i+1, fault, worker, p.replay.Steps[i:min(i+1, len(p.replay.Steps))])
 		}
 	}
-	p.t.Logf("%5.1fs: fault %d: %s %s after %d ledger rows %s", time.Since(p.start).Seconds(), i+1, fault, worker, s.After, detail)
+	p.t.Logf("%5.1fs: fault %d: %s %s after %d ledger rows, %d messages produced %s",
+		time.Since(p.start).Seconds(), i+1, fault, worker, s.After, s.Produced, detail)
 	if p.load != nil && !p.load.running() {
 		p.t.Errorf("fault %d (%s) came after the load had ended: lengthen the load or shorten the faults", i+1, fault)
 	}
@@ -168,6 +174,14 @@ func (p *plan) expect(fault string, floor int) {
 	if n < floor {
 		p.t.Errorf("%d %s fault(s) injected, want at least %d", n, fault, floor)
 	}
+}
+
+// produced is how many messages the load has written (0 without one).
+func (p *plan) produced() int64 {
+	if p.load == nil {
+		return 0
+	}
+	return p.load.sent.Load()
 }
 
 // rows is the ledger's row count, retried while the database is unreachable
@@ -193,18 +207,22 @@ func (p *plan) rows(ctx context.Context) int64 {
 func (p *plan) write() {
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(p.t.Name())
 	path := filepath.Join(*schedulesDir, fmt.Sprintf("%s-%d.json", name, p.done.Seed))
-	b, err := json.MarshalIndent(p.done, "", "  ")
-	if err == nil {
-		err = os.MkdirAll(*schedulesDir, 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(path, b, 0o644)
-	}
-	if err != nil {
+	if err := writeSchedule(path, p.done); err != nil {
 		p.t.Logf("schedule not written: %v", err)
 		return
 	}
 	p.t.Logf("schedule of this run in %s; replay it with: go test ./internal/faults -run '^%s$' -faults.replay=%s", path, p.t.Name(), path)
+}
+
+func writeSchedule(path string, s schedule) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(path), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	return err
 }
 
 func readSchedule(path string) (*schedule, error) {
@@ -217,4 +235,63 @@ func readSchedule(path string) (*schedule, error) {
 		return nil, fmt.Errorf("faults: -faults.replay %s: %w", path, err)
 	}
 	return &s, nil
+}
+
+// A recorded schedule replays: a short kill scenario runs live and writes its
+// schedule; read back, it drives a second run, which must fire the same
+// faults on the same workers in the same order, none before the ledger holds
+// its recorded row count and the load has produced its recorded count, and
+// the later of the two met within one poll: rows land in MySQL at most a
+// whole uncommitted window at once (maxInFlight per partition, 4 partitions),
+// the load writes 12 messages a tick.
+func TestScheduleReplays(t *testing.T) {
+	t.Parallel()
+	if *replayFlag != "" {
+		t.Skip("-faults.replay replays a schedule of its own")
+	}
+	const kills, n = 2, 2500 // 10s of load for 2 kills of at most 4s
+	var live schedule
+	if !t.Run("live", func(t *testing.T) {
+		p := startPlan(t, nil)
+		killScenario(t, p, kills, n)
+		live = p.done
+	}) {
+		t.FailNow()
+	}
+	path := filepath.Join(t.TempDir(), "schedule.json")
+	if err := writeSchedule(path, live); err != nil {
+		t.Fatal(err)
+	}
+	s, err := readSchedule(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replayed schedule
+	if !t.Run("replay", func(t *testing.T) {
+		p := startPlan(t, s)
+		killScenario(t, p, kills, n)
+		replayed = p.done
+	}) {
+		t.FailNow()
+	}
+	if len(replayed.Steps) != len(live.Steps) {
+		t.Fatalf("replay fired %d faults, the schedule has %d", len(replayed.Steps), len(live.Steps))
+	}
+	const late = maxInFlight * 4
+	for i, want := range live.Steps {
+		got := replayed.Steps[i]
+		t.Logf("fault %d: %s on %s after %d rows and %d produced, replayed after %d and %d",
+			i+1, want.Fault, want.Worker, want.After, want.Produced, got.After, got.Produced)
+		if got.Fault != want.Fault || got.Worker != want.Worker || got.Detail != want.Detail {
+			t.Errorf("fault %d: replayed %+v, recorded %+v", i+1, got, want)
+		}
+		if got.After < want.After || got.Produced < want.Produced {
+			t.Errorf("fault %d fired before its trigger", i+1)
+		}
+		// It fires when the later of its two triggers is met: that one
+		// within a poll.
+		if min(got.After-want.After, got.Produced-want.Produced) > late {
+			t.Errorf("fault %d fired more than %d rows or messages after its trigger", i+1, late)
+		}
+	}
 }
