@@ -9,16 +9,21 @@
 // pass.
 //
 // The faults: worker processes killed with SIGKILL and restarted, or stopped
-// with SIGSTOP past the lock TTL; Redis restarted with its data lost, or down
+// with SIGSTOP past the lock TTL or while its locks change hands (its next
+// fenced script must be refused); Redis restarted with its data lost, or down
 // longer than the lock TTL; MariaDB killed and restarted; broker error storms
 // and forced rebalances through kfake's control hooks; duplicated, reordered
 // and rewound delivery; and the whole write path on a Redis Cluster. A churn
 // test kills one of three workers every few seconds and bounds the duplicates
 // each kill causes; a soak test watches the workers' memory and goroutines.
 //
-// Every scenario prints its seed and replays with -faults.seed. Sizes are
-// small by default (the package runs in CI in a few minutes); -faults.long
-// runs the full lengths and -soak=10m a long soak.
+// Every scenario counts its faults against a floor per kind, fails when one
+// came after its load ended, and records its schedule (each fault's kind,
+// worker, ledger rows and produced messages when it fired); a failed one
+// writes it to a file its log names, and -faults.replay=FILE fires the faults
+// at those counts with the same seed. Sizes are small by default (the
+// package runs in CI in a few minutes); -faults.long runs the full lengths
+// and -soak=10m a long soak.
 //
 // Destructive tests start their own redis-server and mariadbd: the shared
 // services are never stopped. The package holds no production code.

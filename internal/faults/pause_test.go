@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -234,8 +235,9 @@ func TestUnfencedScriptsFailThePausedWorker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
+	dir := t.TempDir()
 	args := []string{"-test.run=^TestPausedWorkerIsFenced$", "-test.count=1", "-test.v", "-faults.unfenced",
-		"-faults.schedules=" + t.TempDir(), fmt.Sprintf("-faults.long=%v", *longFlag)}
+		"-faults.schedules=" + dir, fmt.Sprintf("-faults.long=%v", *longFlag)}
 	if *seedFlag != 0 {
 		args = append(args, fmt.Sprintf("-faults.seed=%d", *seedFlag))
 	}
@@ -254,6 +256,18 @@ func TestUnfencedScriptsFailThePausedWorker(t *testing.T) {
 		t.Fatalf("the scenario failed with unfenced scripts (%v), but not on fencing:\n%s", err, lastLines(string(out), 80))
 	}
 	t.Logf("with unfenced scripts the scenario failed as it must:\n%s", strings.Join(found, "\n"))
+	// The failed run left its schedule for a replay.
+	files, err := filepath.Glob(filepath.Join(dir, "TestPausedWorkerIsFenced-*.json"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("the failed run wrote %v as its schedule (%v), want one file", files, err)
+	}
+	s, err := readSchedule(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Steps) == 0 || s.Steps[0].Fault != "fence" || s.Test != "TestPausedWorkerIsFenced" {
+		t.Errorf("the failed run's schedule %+v does not start with its fencing round", s)
+	}
 }
 
 // lockHolders returns every merchant lock key of the rig with its token.
