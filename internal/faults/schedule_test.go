@@ -249,15 +249,20 @@ func TestScheduleReplays(t *testing.T) {
 	if *replayFlag != "" {
 		t.Skip("-faults.replay replays a schedule of its own")
 	}
-	const kills, n = 2, 2500 // 10s of load for 2 kills of at most 4s
-	var live schedule
-	if !t.Run("live", func(t *testing.T) {
-		p := startPlan(t, nil)
-		killScenario(t, p, kills, n)
-		live = p.done
-	}) {
-		t.FailNow()
+	// run runs a kill scenario (10s of load for 2 kills of at most 4s) that
+	// replays s, or a live one when s is nil, and returns its schedule.
+	run := func(name string, s *schedule) schedule {
+		var done schedule
+		if !t.Run(name, func(t *testing.T) {
+			p := startPlan(t, s)
+			killScenario(t, p, 2, 2500)
+			done = p.done
+		}) {
+			t.FailNow()
+		}
+		return done
 	}
+	live := run("live", nil)
 	path := filepath.Join(t.TempDir(), "schedule.json")
 	if err := writeSchedule(path, live); err != nil {
 		t.Fatal(err)
@@ -266,14 +271,7 @@ func TestScheduleReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var replayed schedule
-	if !t.Run("replay", func(t *testing.T) {
-		p := startPlan(t, s)
-		killScenario(t, p, kills, n)
-		replayed = p.done
-	}) {
-		t.FailNow()
-	}
+	replayed := run("replay", s)
 	if len(replayed.Steps) != len(live.Steps) {
 		t.Fatalf("replay fired %d faults, the schedule has %d", len(replayed.Steps), len(live.Steps))
 	}
