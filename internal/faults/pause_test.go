@@ -78,8 +78,11 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 	paused := time.Now()
 	b := g.startProc(2, nil)
 	// The second worker gets the partitions once the frozen one's session has
-	// expired, and the frozen one's locks expire or are taken over.
-	if err := waitCounter(ctx, b, `billing_events_total{outcome="applied"}`, 1, 45*time.Second); err != nil {
+	// expired, and the frozen one's locks expire or are taken over. It may
+	// apply nothing yet: frozen mid-transaction, the first worker holds
+	// merchant_balance rows, which InnoDB makes the second wait for (up to
+	// its 50s lock wait timeout) until the thaw ends that transaction.
+	if err := waitCounter(ctx, b, "billing_consumer_messages_total", 1, 45*time.Second); err != nil {
 		t.Fatalf("the second worker never took over: %v", err)
 	}
 	for {
@@ -291,13 +294,14 @@ func names(m map[string]string) string {
 	return strings.Join(ks, ",")
 }
 
-// waitCounter waits until a worker's counter reaches at least min.
+// waitCounter waits until a worker's counter (a sample, or a metric summed
+// over its labels) reaches at least min.
 func waitCounter(ctx context.Context, p *proc, key string, min float64, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	var last float64
 	for time.Now().Before(deadline) {
 		if m, err := p.Scrape(ctx); err == nil {
-			if last = m.Get(key); last >= min {
+			if last = m.Sum(key); last >= min {
 				return nil
 			}
 		}
