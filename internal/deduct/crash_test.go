@@ -117,6 +117,9 @@ func TestFencedScriptsRefuseAnotherHolder(t *testing.T) {
 	if n := counterValue(t, e.d.metrics.lockLost); n != 1 {
 		t.Errorf("lock lost metric = %v", n)
 	}
+	if n := counterValue(t, e.d.metrics.fenced.WithLabelValues("deduct")); n != 1 {
+		t.Errorf("fenced deductions = %v, want 1", n)
+	}
 
 	e.redis.Client.Del(ctx, lockKey)
 	e.d.afterStep = nil

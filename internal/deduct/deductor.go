@@ -11,6 +11,7 @@ import (
 	"github.com/quotaflow/billing/internal/failure"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quota"
 )
 
 // ErrLockLost: a merchant lock was lost during the batch (a fenced script found
@@ -95,8 +96,8 @@ func New(rdb Redis, keys keyspace.Keyspace, locks Locker, led Ledger, log *zap.L
 	}
 	return &Deductor{
 		rdb: rdb, keys: keys, locks: locks, ledger: led, log: log, metrics: m, opts: opts,
-		now: time.Now, deductLua: redis.NewScript(deductSrc), settleLua: redis.NewScript(settleSrc),
-		dropLua: redis.NewScript(dropSrc),
+		now: time.Now, deductLua: quota.Script(deductSrc), settleLua: quota.Script(settleSrc),
+		dropLua: quota.Script(dropSrc),
 	}, nil
 }
 

@@ -14,6 +14,7 @@ type Metrics struct {
 	staleRehydrations *prometheus.CounterVec
 	redos             *prometheus.CounterVec
 	lockLost          prometheus.Counter
+	fenced            *prometheus.CounterVec
 	failedBatches     prometheus.Counter
 	batchSeconds      prometheus.Histogram
 	batchEvents       prometheus.Histogram
@@ -38,6 +39,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "billing_deduct_lock_lost_total",
 			Help: "Batches aborted because a merchant lock was lost.",
 		}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "billing_deduct_fenced_total",
+			Help: "Script calls that wrote nothing because the merchant lock held another token or none (fencing), by script (deduct, hydrate, settle, drop).",
+		}, []string{"script"}),
 		failedBatches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "billing_deduct_batch_failures_total",
 			Help: "Batches that returned a transient error.",
@@ -53,8 +58,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
 	}
+	for _, script := range []string{"deduct", "hydrate", "settle", "drop"} {
+		m.fenced.WithLabelValues(script)
+	}
 	if err := metrics.Register(reg, m.hydrations, m.staleRehydrations, m.redos,
-		m.lockLost, m.failedBatches, m.batchSeconds, m.batchEvents); err != nil {
+		m.lockLost, m.fenced, m.failedBatches, m.batchSeconds, m.batchEvents); err != nil {
 		return nil, fmt.Errorf("deduct: register metrics: %w", err)
 	}
 	return m, nil

@@ -84,7 +84,7 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]heldLock, even
 		for _, h := range hydrates {
 			wrote, err := h.Wrote()
 			if err != nil {
-				return nil, fenced(err, "hydrate")
+				return nil, d.fenced(err, "hydrate")
 			}
 			if wrote {
 				d.metrics.hydrations.Inc()
@@ -94,7 +94,7 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]heldLock, even
 		for k, g := range todo {
 			status, values, err := deducts[k].Reply()
 			if err != nil {
-				return nil, fenced(err, "deduction")
+				return nil, d.fenced(err, "deduct")
 			}
 			switch status {
 			case "missing":
@@ -189,7 +189,7 @@ func (d *Deductor) settleAll(ctx context.Context, held map[string]heldLock, s se
 	for k, c := range calls {
 		_, values, err := c.Reply()
 		if err != nil {
-			return fenced(err, "settle")
+			return d.fenced(err, "settle")
 		}
 		if len(values) == 2 && values[1] == int64(1) {
 			d.metrics.staleRehydrations.WithLabelValues("unmatched").Inc()
@@ -214,16 +214,18 @@ func (d *Deductor) drop(ctx context.Context, held map[string]heldLock, merchantI
 	quota.Run(ctx, d.rdb, calls...)
 	for _, c := range calls {
 		if _, _, err := c.Reply(); err != nil {
-			return fenced(err, "drop")
+			return d.fenced(err, "drop")
 		}
 	}
 	return nil
 }
 
-// fenced names a failed script call; a lock found not ours is ErrLockLost.
-func fenced(err error, what string) error {
+// fenced names a failed script call; a lock found not ours is ErrLockLost,
+// counted by script.
+func (d *Deductor) fenced(err error, what string) error {
 	switch {
 	case errors.Is(err, quota.ErrNotHeld):
+		d.metrics.fenced.WithLabelValues(what).Inc()
 		return fmt.Errorf("%w: fenced %s: %w", ErrLockLost, what, err)
 	case err != nil:
 		return fmt.Errorf("deduct: %s: %w", what, err)

@@ -30,37 +30,44 @@ type storm struct {
 // message in the DLQ once by provenance (copies allowed) included.
 func TestBrokerErrorStorm(t *testing.T) {
 	t.Parallel()
-	seed, rng := seeded(t)
+	p := newPlan(t)
 	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 15*time.Minute))
 	defer cancel()
 	g := newRig(t, rigOptions{partitions: 4})
+	p.use(g)
 	c := g.requireFaultHooks()
 	rate := size(250, 400)
-	// More traffic than the storm needs: the load runs until the storm is over.
-	tr := traffic(t, seed, mixedLoad("storm-"), rate*size(90, 600), 5)
+	// More traffic than the storm needs (in CI it takes 15-40s of the 90s):
+	// the load is stopped when the storm is over, and every fault checks it
+	// still runs.
+	tr := traffic(t, p.seed(), mixedLoad("storm-"), rate*size(90, 600), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 1_000_000)
 	members := []*member{g.startMember(1, nil), g.startMember(2, nil)}
 	load := g.startLoad(ctx, tr.Messages, rate)
+	p.during(load)
 
-	storms := g.storms(c, rng)
-	rng.Shuffle(len(storms), func(i, j int) { storms[i], storms[j] = storms[j], storms[i] })
-	start := time.Now()
+	storms := g.storms(c, p.rng)
+	p.rng.Shuffle(len(storms), func(i, j int) { storms[i], storms[j] = storms[j], storms[i] })
 	rounds := size(1, 4)
 	for round := range rounds {
 		for _, s := range storms {
+			p.await(ctx, between(p.rng, 200*time.Millisecond, time.Second))
+			p.fired(ctx, s.name, "", fmt.Sprintf("round %d", round+1))
 			detail, hits, err := s.run(ctx)
-			t.Logf("%5.1fs: %-28s %3d hit(s), %s (%d messages produced)", time.Since(start).Seconds(), s.name, hits, detail, load.sent.Load())
+			t.Logf("%-28s %3d hit(s), %s (%d messages produced)", s.name, hits, detail, load.sent.Load())
 			if err != nil {
 				t.Errorf("round %d, %s: %v", round, s.name, err)
 			}
-			time.Sleep(between(rng, 200*time.Millisecond, time.Second))
 		}
+	}
+	if !load.running() {
+		t.Errorf("the load ran out before the storm ended: later faults hit an idle group")
 	}
 	if err := load.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if len(load.produced()) == len(tr.Messages) {
-		t.Logf("the load ran out before the storm ended: later faults hit an idle group")
+	for _, s := range storms {
+		p.expect(s.name, rounds)
 	}
 	g.drain(ctx, 2*time.Minute)
 	var dup, retries float64
@@ -72,8 +79,7 @@ func TestBrokerErrorStorm(t *testing.T) {
 		dup += s.outcome("duplicate")
 		retries += s.Sum("billing_retries_total")
 	}
-	t.Logf("%5.1fs: drained %d messages; duplicate outcomes %.0f, consumer retries %.0f",
-		time.Since(start).Seconds(), len(load.produced()), dup, retries)
+	t.Logf("drained %d messages; duplicate outcomes %.0f, consumer retries %.0f", len(load.produced()), dup, retries)
 	for _, m := range members {
 		m.Stop()
 	}

@@ -22,16 +22,17 @@ import (
 // over the masters, and the invariants hold.
 func TestRedisCluster(t *testing.T) {
 	t.Parallel()
-	seed, rng := seeded(t)
+	p := newPlan(t)
 	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 15*time.Minute))
 	defer cancel()
 	addrs := testenv.StartRedisCluster(t)
 	g := newRig(t, rigOptions{partitions: 4, redisAddrs: addrs})
+	p.use(g)
 	cc, ok := g.rdb.(*redis.ClusterClient)
 	if !ok {
 		t.Fatalf("rig client for %v is a %T, not a cluster client", addrs, g.rdb)
 	}
-	tr := traffic(t, seed, mixedLoad("cluster-"), size(2000, 20000), 5)
+	tr := traffic(t, p.seed(), mixedLoad("cluster-"), size(2000, 20000), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	members := []*member{g.startMember(1, nil), g.startMember(2, nil)}
 	load := g.startLoad(ctx, tr.Messages, size(300, 500))
@@ -76,7 +77,7 @@ func TestRedisCluster(t *testing.T) {
 
 	// Drift the reconciler must repair, on merchants in different slots.
 	merchants := tr.Merchants()
-	rng.Shuffle(len(merchants), func(i, j int) { merchants[i], merchants[j] = merchants[j], merchants[i] })
+	p.rng.Shuffle(len(merchants), func(i, j int) { merchants[i], merchants[j] = merchants[j], merchants[i] })
 	var drifted []string
 	for _, m := range merchants {
 		if g.rdb.Exists(ctx, g.keys.Quota(m)).Val() == 1 && len(drifted) < 4 {
@@ -86,11 +87,20 @@ func TestRedisCluster(t *testing.T) {
 	if len(drifted) < 4 {
 		t.Fatalf("only %d merchants have a quota hash", len(drifted))
 	}
-	g.rdb.HIncrBy(ctx, g.keys.Quota(drifted[0]), quota.FieldRemain, 7)  // redis high
-	g.rdb.HIncrBy(ctx, g.keys.Quota(drifted[1]), quota.FieldRemain, -4) // redis low
-	g.rdb.Del(ctx, g.keys.Quota(drifted[2]))                            // missing
-	g.rdb.HSet(ctx, g.keys.Quota(drifted[3]), "p:ghost-event", quota.FormatPending(3, time.Now().Add(-time.Hour)))
-	t.Logf("drift injected on %v", drifted)
+	for i, drift := range []func() error{
+		func() error { return g.rdb.HIncrBy(ctx, g.keys.Quota(drifted[0]), quota.FieldRemain, 7).Err() },  // redis high
+		func() error { return g.rdb.HIncrBy(ctx, g.keys.Quota(drifted[1]), quota.FieldRemain, -4).Err() }, // redis low
+		func() error { return g.rdb.Del(ctx, g.keys.Quota(drifted[2])).Err() },                            // missing
+		func() error {
+			return g.rdb.HSet(ctx, g.keys.Quota(drifted[3]), "p:ghost-event", quota.FormatPending(3, time.Now().Add(-time.Hour))).Err()
+		},
+	} {
+		p.fired(ctx, "drift", "", drifted[i])
+		if err := drift(); err != nil {
+			t.Fatalf("drift %s: %v", drifted[i], err)
+		}
+	}
+	p.expect("drift", 4)
 
 	_, rec := g.settle(ctx, newTruth(tr).produced, drifted...)
 	kinds := map[reconcile.Kind]bool{}

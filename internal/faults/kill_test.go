@@ -17,42 +17,41 @@ func mixedLoad(prefix string) workload.Config {
 
 // Two worker processes consume while, at seeded random moments, one of them
 // is killed with SIGKILL (no drain, no commit, locks and lease left to
-// expire) and restarted with the same worker ID. Every event still ends with
-// exactly one ledger row, and the balances add up.
+// expire) and restarted with the same worker ID: size(3, 12) kills, all while
+// the load runs. Every event still ends with exactly one ledger row, and the
+// balances add up.
 func TestKillWorkerProcesses(t *testing.T) {
 	t.Parallel()
-	seed, rng := seeded(t)
+	// 16s of load in CI for 3 kills of at most 3s + 1s each.
+	killScenario(t, newPlan(t), size(3, 12), size(4000, 40000))
+}
+
+// killScenario kills a worker process kills times while n messages flow.
+func killScenario(t *testing.T, p *plan, kills, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 15*time.Minute))
 	defer cancel()
 	g := newRig(t, rigOptions{partitions: 4})
-	tr := traffic(t, seed, mixedLoad("kill-"), size(3000, 40000), 5)
+	p.use(g)
+	tr := traffic(t, p.seed(), mixedLoad("kill-"), n, 5)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
 	load := g.startLoad(ctx, tr.Messages, size(250, 500))
+	p.during(load)
 
-	start, kills := time.Now(), 0
-	for {
-		select {
-		case <-load.done:
-		case <-time.After(between(rng, 1500*time.Millisecond, 4*time.Second)):
-			victim := procs[rng.IntN(len(procs))]
-			victim.Kill()
-			kills++
-			t.Logf("%5.1fs: kill -9 %s (%d/%d messages produced)", time.Since(start).Seconds(), victim.name, load.sent.Load(), len(tr.Messages))
-			time.Sleep(between(rng, 0, time.Second))
-			victim.Start()
-			continue
-		}
-		break
+	for range kills {
+		p.await(ctx, between(p.rng, time.Second, 3*time.Second))
+		victim := procs[p.rng.IntN(len(procs))]
+		down := between(p.rng, 0, time.Second)
+		p.fired(ctx, "kill", victim.name, "down "+down.Round(time.Millisecond).String())
+		victim.Kill()
+		time.Sleep(down)
+		victim.Start()
 	}
 	if err := load.wait(); err != nil {
 		t.Fatal(err)
 	}
-	if kills == 0 {
-		t.Fatal("the load ended before any kill")
-	}
+	p.expect("kill", kills)
 	g.drain(ctx, 90*time.Second)
-	t.Logf("%5.1fs: drained after %d kills", time.Since(start).Seconds(), kills)
 	for _, p := range procs {
 		p.Stop()
 	}

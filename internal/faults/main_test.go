@@ -9,16 +9,21 @@
 // pass.
 //
 // The faults: worker processes killed with SIGKILL and restarted, or stopped
-// with SIGSTOP past the lock TTL; Redis restarted with its data lost, or down
+// with SIGSTOP past the lock TTL or while its locks change hands (its next
+// fenced script must be refused); Redis restarted with its data lost, or down
 // longer than the lock TTL; MariaDB killed and restarted; broker error storms
 // and forced rebalances through kfake's control hooks; duplicated, reordered
 // and rewound delivery; and the whole write path on a Redis Cluster. A churn
 // test kills one of three workers every few seconds and bounds the duplicates
 // each kill causes; a soak test watches the workers' memory and goroutines.
 //
-// Every scenario prints its seed and replays with -faults.seed. Sizes are
-// small by default (the package runs in CI in a few minutes); -faults.long
-// runs the full lengths and -soak=10m a long soak.
+// Every scenario counts its faults against a floor per kind, fails when one
+// came after its load ended, and records its schedule (each fault's kind,
+// worker, ledger rows and produced messages when it fired); a failed one
+// writes it to a file its log names, and -faults.replay=FILE fires the faults
+// at those counts with the same seed. Sizes are small by default (the
+// package runs in CI in a few minutes); -faults.long runs the full lengths
+// and -soak=10m a long soak.
 //
 // Destructive tests start their own redis-server and mariadbd: the shared
 // services are never stopped. The package holds no production code.
@@ -26,8 +31,6 @@ package faults
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	mrand "math/rand/v2"
@@ -44,6 +47,9 @@ var (
 	seedFlag = flag.Uint64("faults.seed", 0, "replay every scenario with this seed (0: a fresh random seed per scenario)")
 	longFlag = flag.Bool("faults.long", false, "run the full-length scenarios (minutes) instead of the CI sizes")
 	soakFlag = flag.Duration("soak", 15*time.Second, "how long TestSoak runs; 0 skips it")
+	// unfencedFlag builds the workers with the unfenced tag (no token check in
+	// the fenced scripts): TestUnfencedScriptsFailThePausedWorker's mutant run.
+	unfencedFlag = flag.Bool("faults.unfenced", false, "build the workers without the fenced scripts' token check (the suite must then fail)")
 )
 
 // workerBinary is cmd/billing-worker, built once by TestMain.
@@ -85,30 +91,19 @@ func buildWorker(dir string) (string, error) {
 		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
 	bin := filepath.Join(dir, "billing-worker")
+	args := []string{"build", "-o", bin}
+	if *unfencedFlag {
+		args = append(args, "-tags", "unfenced")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/quotaflow/billing/cmd/billing-worker").CombinedOutput()
+	out, err := exec.CommandContext(ctx, goBin, append(args, "github.com/quotaflow/billing/cmd/billing-worker")...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build billing-worker: %w\n%s", err, out)
 	}
 	fmt.Fprintf(os.Stderr, "faults: built billing-worker in %v\n", time.Since(start).Round(time.Millisecond))
 	return bin, nil
-}
-
-// seeded returns the scenario's random source and logs its seed.
-func seeded(t *testing.T) (uint64, *mrand.Rand) {
-	t.Helper()
-	seed := *seedFlag
-	if seed == 0 {
-		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			t.Fatal(err)
-		}
-		seed = binary.LittleEndian.Uint64(b[:]) >> 1 // stays positive when printed as a signed flag value
-	}
-	t.Logf("seed=%d (replay with -faults.seed=%d)", seed, seed)
-	return seed, mrand.New(mrand.NewPCG(seed, seed^0x5eed))
 }
 
 // size picks the CI size or, with -faults.long, the full one.

@@ -2,61 +2,87 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/quotaflow/billing/internal/testenv"
 	"github.com/quotaflow/billing/internal/workload"
 )
 
+// fencedMetric counts the fenced script calls a worker's token check refused.
+const fencedMetric = "billing_deduct_fenced_total"
+
+// notFenced starts the failure of a fencing round that saw no refused write.
+const notFenced = "no write of the thawed worker was refused by a token check"
+
 // A worker process is frozen with SIGSTOP (a long GC pause, a stalled VM)
-// while it holds merchant locks mid-batch, for longer than the lock TTL and
-// its group session. A second worker takes over its partitions and its
-// merchants; then the first is thawed (SIGCONT) and carries on from where it
-// stopped, with a lock it no longer holds. The fencing (every script checks
-// the lock token; the ledger's unique event_id and the balance guard behind
-// it) must stop it from applying anything twice; what it dead-letters again
-// is a copy of a record of the same provenance, never a second message.
+// while it holds merchant locks mid-batch. Two faults, each with its proof:
+//
+//  1. fencing (size(2, 6) rounds): the worker's MySQL traffic is held (a
+//     paused proxy), so its locked batches wait between two fenced scripts;
+//     it is frozen just after its watchdog renewed, and its locks change hands
+//     (as when they expire or a failover loses them: the frozen watchdog has
+//     not seen it). Thawed, its batch's next script (deduction, hydration,
+//     settle or drop) carries the old token and must be refused:
+//     billing_deduct_fenced_total rises in every round. A watchdog that gets
+//     there first (renewal due in TTL/3 = 667ms) only makes the round retry.
+//  2. a freeze past the lock TTL and the group session: a second worker takes
+//     over its partitions and merchants, then the first is thawed and carries
+//     on with locks it no longer holds. The invariants must hold; what it
+//     dead-letters again is a copy of a record of the same provenance.
+//
+// TestUnfencedScriptsFailThePausedWorker runs this against scripts without
+// the token check and expects round 1 to fail.
 func TestPausedWorkerIsFenced(t *testing.T) {
 	t.Parallel()
-	seed, rng := seeded(t)
-	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 15*time.Minute))
+	p := newPlan(t)
+	ctx, cancel := context.WithTimeout(context.Background(), size(3*time.Minute, 15*time.Minute))
 	defer cancel()
 	g := newRig(t, rigOptions{partitions: 4})
+	p.use(g)
 	cfg := mixedLoad("pause-")
 	cfg.Skew = workload.Skew{Kind: workload.Hot, Param: 0.4} // one merchant nearly always locked
-	tr := traffic(t, seed, cfg, size(4000, 30000), 5)
+	// 20s of load in CI: the fencing rounds take about 2s each, the freeze
+	// about 10s (a 6s session, then the locks' 2s TTL twice).
+	tr := traffic(t, p.seed(), cfg, size(5000, 30000), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 10000)
-	a := g.startProc(1, nil)
+	sql := testenv.NewProxy(t, g.dbAddr())
+	a := g.startProc(1, map[string]string{"MYSQL_DSN": g.dsnVia(sql.Addr())})
 	load := g.startLoad(ctx, tr.Messages, size(250, 500))
-	start := time.Now()
+	p.during(load)
 	if err := waitCounter(ctx, a, `billing_events_total{outcome="applied"}`, 50, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 
-	// Freeze it at a moment it holds merchant locks (only it runs: every lock is its own).
-	var held map[string]string
-	for try := 1; ; try++ {
-		a.Pause()
-		held = g.lockHolders(ctx)
-		if len(held) > 0 {
-			t.Logf("%5.1fs: SIGSTOP %s holding %d merchant lock(s) %s (try %d; %d/%d messages produced)",
-				time.Since(start).Seconds(), a.name, len(held), names(held), try, load.sent.Load(), len(tr.Messages))
-			break
+	rounds := size(2, 6)
+	for round := 1; round <= rounds; round++ {
+		p.await(ctx, between(p.rng, 200*time.Millisecond, time.Second))
+		p.fired(ctx, "fence", a.name, "")
+		if !g.fenceRound(ctx, a, sql) {
+			t.Fatalf("fencing round %d: %s (%s stayed at %.0f)", round, notFenced, fencedMetric, a.Total(ctx).Sum(fencedMetric))
 		}
-		a.Resume()
-		if try == 200 {
-			t.Fatalf("%s never held a lock in %d tries", a.name, try)
-		}
-		time.Sleep(between(rng, 5*time.Millisecond, 60*time.Millisecond))
 	}
+
+	p.await(ctx, between(p.rng, 200*time.Millisecond, time.Second))
+	held := g.freezeHolding(ctx, a, nil)
+	p.fired(ctx, "pause", a.name, fmt.Sprintf("holding %d lock(s) %s", len(held), names(held)))
 	paused := time.Now()
 	b := g.startProc(2, nil)
 	// The second worker gets the partitions once the frozen one's session has
-	// expired, and the frozen one's locks expire or are taken over.
-	if err := waitCounter(ctx, b, `billing_events_total{outcome="applied"}`, 1, 45*time.Second); err != nil {
+	// expired, and the frozen one's locks expire or are taken over. It may
+	// apply nothing yet: frozen mid-transaction, the first worker holds
+	// merchant_balance rows, which InnoDB makes the second wait for (up to
+	// its 50s lock wait timeout) until the thaw ends that transaction.
+	if err := waitCounter(ctx, b, "billing_consumer_messages_total", 1, 45*time.Second); err != nil {
 		t.Fatalf("the second worker never took over: %v", err)
 	}
 	for {
@@ -75,25 +101,176 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(between(rng, 0, 2*time.Second)) // the other worker keeps going on the same merchants
+	time.Sleep(between(p.rng, 0, 2*time.Second)) // the other worker keeps going on the same merchants
+	if !load.running() {
+		t.Errorf("the load ended while %s was frozen: lengthen it", a.name)
+	}
 	a.Resume()
-	t.Logf("%5.1fs: SIGCONT %s after %v frozen (lock TTL %v, session %v); %s had applied %.0f events",
-		time.Since(start).Seconds(), a.name, time.Since(paused).Round(time.Millisecond), lockTTL, sessionTimeout,
-		b.name, b.Total(ctx).outcome("applied"))
+	t.Logf("SIGCONT %s after %v frozen (lock TTL %v, session %v)", a.name, time.Since(paused).Round(time.Millisecond), lockTTL, sessionTimeout)
 
 	if err := load.wait(); err != nil {
 		t.Fatal(err)
 	}
 	g.drain(ctx, 90*time.Second)
 	am, bm := a.Total(ctx), b.Total(ctx)
-	t.Logf("%5.1fs: drained; the thawed worker saw its lock lost in %.0f batch(es), %.0f batch failure(s); the group re-processed %.0f duplicate(s)",
-		time.Since(start).Seconds(), am.Sum("billing_deduct_lock_lost_total"), am.Sum("billing_deduct_batch_failures_total"),
-		am.outcome("duplicate")+bm.outcome("duplicate"))
-	t.Logf("dead letters: %s published %.0f, %s published %.0f",
-		a.name, am.Sum("billing_dlq_published_total"), b.name, bm.Sum("billing_dlq_published_total"))
+	t.Logf("drained; the thawed worker: %.0f fenced script call(s) refused, lock lost in %.0f batch(es), %.0f batch failure(s); the group re-processed %.0f duplicate(s); dead letters published: %s %.0f, %s %.0f",
+		am.Sum(fencedMetric), am.Sum("billing_deduct_lock_lost_total"), am.Sum("billing_deduct_batch_failures_total"),
+		am.outcome("duplicate")+bm.outcome("duplicate"), a.name, am.Sum("billing_dlq_published_total"), b.name, bm.Sum("billing_dlq_published_total"))
+	p.expect("fence", rounds)
+	p.expect("pause", 1)
 	a.Stop()
 	b.Stop()
 	g.settle(ctx, newTruth(tr).produced)
+}
+
+// fenceRound is fault 1 of TestPausedWorkerIsFenced; it reports whether a
+// fenced script of w refused the old token. It tries three times: a round in
+// which w's watchdog noticed the loss before its batch wrote proves nothing.
+func (g *rig) fenceRound(ctx context.Context, w *proc, sql *testenv.Proxy) bool {
+	g.t.Helper()
+	const taken = "taken-while-frozen"
+	for try := 1; try <= 3; try++ {
+		before := w.Total(ctx).Sum(fencedMetric)
+		sql.Pause() // w's locked batches wait on MySQL, between two fenced scripts
+		held := g.freezeHolding(ctx, w, sql)
+		for k := range held {
+			if err := g.rdb.Set(ctx, k, taken, 10*lockTTL).Err(); err != nil {
+				g.t.Fatal(err)
+			}
+		}
+		sql.Resume() // the answers wait in w's sockets
+		w.Resume()
+		var after float64
+		deadline := time.Now().Add(5 * time.Second) // the write follows the thaw within milliseconds
+		for after <= before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			after = w.Total(ctx).Sum(fencedMetric)
+		}
+		for k := range held { // the other holder is done: w's batches may lock again
+			g.rdb.Eval(ctx, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", []string{k}, taken)
+		}
+		g.t.Logf("fencing try %d: %s froze holding %s; thawed, %.0f of its writes refused by a token check", try, w.name, names(held), after-before)
+		if after > before {
+			return true
+		}
+	}
+	return false
+}
+
+// freezeHolding freezes w (SIGSTOP) at a moment it holds merchant locks, just
+// after its watchdog renewed one when sql is set (w's MySQL is then paused:
+// its locked batches wait there), and returns them. Only w may hold locks.
+func (g *rig) freezeHolding(ctx context.Context, w *proc, sql *testenv.Proxy) map[string]string {
+	g.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		held := g.lockHolders(ctx)
+		if len(held) == 0 {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		if sql != nil && !g.renewedNow(ctx, held) {
+			continue
+		}
+		w.Pause()
+		if held = g.lockHolders(ctx); len(held) > 0 {
+			return held
+		}
+		w.Resume()
+	}
+	g.t.Fatalf("%s never held a merchant lock in 30s", w.name)
+	return nil
+}
+
+// renewedNow waits up to a renewal period (TTL/3) for a watchdog to renew one
+// of held (its PTTL jumps back up) and reports whether one did.
+func (g *rig) renewedNow(ctx context.Context, held map[string]string) bool {
+	var key string
+	for k := range held {
+		key = k
+		break
+	}
+	last := g.rdb.PTTL(ctx, key).Val()
+	for end := time.Now().Add(lockTTL / 2); time.Now().Before(end); {
+		time.Sleep(2 * time.Millisecond)
+		ttl := g.rdb.PTTL(ctx, key).Val()
+		if ttl <= 0 {
+			return false // released
+		}
+		if ttl > last {
+			return true
+		}
+		last = ttl
+	}
+	return false
+}
+
+// dbAddr is the host:port of the rig's MySQL server.
+func (g *rig) dbAddr() string {
+	g.t.Helper()
+	cfg, err := mysql.ParseDSN(g.db.DSN)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return cfg.Addr
+}
+
+// dsnVia is the rig's MySQL DSN through addr (a proxy).
+func (g *rig) dsnVia(addr string) string {
+	g.t.Helper()
+	cfg, err := mysql.ParseDSN(g.db.DSN)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	cfg.Addr = addr
+	return cfg.FormatDSN()
+}
+
+// The suite's power over fencing, measured in every run:
+// TestPausedWorkerIsFenced is run again in a child process whose workers are
+// built with the unfenced tag (no token check in deduct.lua, settle.lua,
+// drop.lua or hydrate.lua), and must fail naming the write that was not
+// refused.
+func TestUnfencedScriptsFailThePausedWorker(t *testing.T) {
+	t.Parallel()
+	if *unfencedFlag || *replayFlag != "" {
+		t.Skip("this is a mutant or a replay run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	args := []string{"-test.run=^TestPausedWorkerIsFenced$", "-test.count=1", "-test.v", "-faults.unfenced",
+		"-faults.schedules=" + dir, fmt.Sprintf("-faults.long=%v", *longFlag)}
+	if *seedFlag != 0 {
+		args = append(args, fmt.Sprintf("-faults.seed=%d", *seedFlag))
+	}
+	out, err := exec.CommandContext(ctx, os.Args[0], args...).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the paused-worker scenario passed (%v) with unfenced scripts: it cannot tell fenced from unfenced\n%s", err, lastLines(string(out), 60))
+	}
+	var found []string
+	for line := range strings.Lines(string(out)) {
+		if strings.Contains(line, notFenced) {
+			found = append(found, strings.TrimSpace(line))
+		}
+	}
+	if len(found) == 0 {
+		t.Fatalf("the scenario failed with unfenced scripts (%v), but not on fencing:\n%s", err, lastLines(string(out), 80))
+	}
+	t.Logf("with unfenced scripts the scenario failed as it must:\n%s", strings.Join(found, "\n"))
+	// The failed run left its schedule for a replay.
+	files, err := filepath.Glob(filepath.Join(dir, "TestPausedWorkerIsFenced-*.json"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("the failed run wrote %v as its schedule (%v), want one file", files, err)
+	}
+	s, err := readSchedule(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Steps) == 0 || s.Steps[0].Fault != "fence" || s.Test != "TestPausedWorkerIsFenced" {
+		t.Errorf("the failed run's schedule %+v does not start with its fencing round", s)
+	}
 }
 
 // lockHolders returns every merchant lock key of the rig with its token.
@@ -117,13 +294,14 @@ func names(m map[string]string) string {
 	return strings.Join(ks, ",")
 }
 
-// waitCounter waits until a worker's counter reaches at least min.
+// waitCounter waits until a worker's counter (a sample, or a metric summed
+// over its labels) reaches at least min.
 func waitCounter(ctx context.Context, p *proc, key string, min float64, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	var last float64
 	for time.Now().Before(deadline) {
 		if m, err := p.Scrape(ctx); err == nil {
-			if last = m.Get(key); last >= min {
+			if last = m.Sum(key); last >= min {
 				return nil
 			}
 		}

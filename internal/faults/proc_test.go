@@ -163,11 +163,8 @@ func (p *proc) Scrape(ctx context.Context) (samples, error) { return scrape(ctx,
 // ScrapeAndKill scrapes the incarnation's counters and then kills it; the
 // scrape is kept, so Total sees what the dead incarnation did.
 func (p *proc) ScrapeAndKill(ctx context.Context) samples {
-	m, err := p.Scrape(ctx)
-	if err != nil {
-		p.t.Logf("%s: scrape before kill: %v", p.name, err)
-		m = samples{}
-	}
+	p.t.Helper()
+	m := p.mustScrape(ctx)
 	p.Kill()
 	p.mu.Lock()
 	p.final.add(m)
@@ -178,16 +175,31 @@ func (p *proc) ScrapeAndKill(ctx context.Context) samples {
 // Total is the sum of the counters of every incarnation: the dead ones as
 // last scraped, the current one now.
 func (p *proc) Total(ctx context.Context) samples {
+	p.t.Helper()
 	p.mu.Lock()
 	total := samples{}
 	total.add(p.final)
 	p.mu.Unlock()
 	if p.Running() {
-		if m, err := p.Scrape(ctx); err == nil {
-			total.add(m)
-		}
+		total.add(p.mustScrape(ctx))
 	}
 	return total
+}
+
+// mustScrape reads /metrics, retrying for up to 10s (a worker busy with a
+// fault may answer late), and fails the test rather than count what it could
+// not read as zero.
+func (p *proc) mustScrape(ctx context.Context) samples {
+	p.t.Helper()
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var m samples
+		if m, err = p.Scrape(ctx); err == nil {
+			return m
+		}
+	}
+	p.t.Fatalf("%s: no /metrics for 10s: %v", p.name, err)
+	return nil
 }
 
 // WaitHTTP waits until the incarnation serves /healthz.

@@ -20,24 +20,26 @@ import (
 // dead-lettered twice, and the invariants hold.
 func TestDuplicatedReorderedRewoundDelivery(t *testing.T) {
 	t.Parallel()
-	seed, rng := seeded(t)
+	p := newPlan(t)
 	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 15*time.Minute))
 	defer cancel()
 	const partitions = 4
 	g := newRig(t, rigOptions{partitions: partitions})
+	p.use(g)
 	cfg := mixedLoad("redeliver-")
 	cfg.Duplicates = 0.1
-	tr := traffic(t, seed, cfg, size(2000, 20000), 5)
+	tr := traffic(t, p.seed(), cfg, size(2000, 20000), 5)
 	truth := newTruth(tr)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 
 	// Round 1: the traffic, then a shuffled sample of it again.
 	members := []*member{g.startMember(1, nil), g.startMember(2, nil)}
-	resent := resend(rng, tr.Messages, 0.1)
+	resent := resend(p.rng, tr.Messages, 0.1)
 	for _, m := range resent {
 		truth.add(m)
 	}
 	g.produce(ctx, tr.Messages)
+	p.fired(ctx, "resend", "", fmt.Sprintf("%d payloads", len(resent)))
 	g.produce(ctx, resent)
 	g.drain(ctx, time.Minute)
 	before := g.outcomes(ctx, members)
@@ -46,12 +48,17 @@ func TestDuplicatedReorderedRewoundDelivery(t *testing.T) {
 	}
 
 	// Rewind the stopped group, and send more old payloads while it is down.
-	valid, invalid := g.rewind(ctx, rng, partitions, truth)
-	more := resend(rng, tr.Messages, 0.05)
+	p.fired(ctx, "rewind", "", "")
+	valid, invalid := g.rewind(ctx, p.rng, partitions, truth)
+	more := resend(p.rng, tr.Messages, 0.05)
 	for _, m := range more {
 		truth.add(m)
 	}
+	p.fired(ctx, "resend", "", fmt.Sprintf("%d payloads", len(more)))
 	g.produce(ctx, more)
+	if len(resent) == 0 || len(more) == 0 || valid == 0 {
+		t.Fatalf("nothing to redeliver: %d and %d payloads re-sent, %d valid messages rewound", len(resent), len(more), valid)
+	}
 	t.Logf("re-sent %d payloads, rewound the group over %d valid and %d poison messages, re-sent %d more",
 		len(resent), valid, invalid, len(more))
 

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -18,39 +19,38 @@ import (
 // lost, applied twice or dead-lettered.
 func TestRedisRestartLosesData(t *testing.T) {
 	t.Parallel()
-	seed, rng := seeded(t)
+	p := newPlan(t)
 	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 15*time.Minute))
 	defer cancel()
 	srv := testenv.StartRedisServer(t)
 	g := newRig(t, rigOptions{partitions: 4, redisAddrs: []string{srv.Addr()}})
-	tr := traffic(t, seed, mixedLoad("rlost-"), size(2500, 30000), 5)
+	p.use(g)
+	// 12s of load in CI for 2 restarts of at most 2.5s + 1.5s down each.
+	tr := traffic(t, p.seed(), mixedLoad("rlost-"), size(3000, 30000), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
 	load := g.startLoad(ctx, tr.Messages, size(250, 500))
+	p.during(load)
 
-	start := time.Now()
-	for range size(1, 6) {
-		time.Sleep(between(rng, 1500*time.Millisecond, 4*time.Second))
-		if !load.running() {
-			break
-		}
-		down := between(rng, 200*time.Millisecond, 1500*time.Millisecond)
-		keys := g.rdb.DBSize(ctx).Val()
+	restarts := size(2, 6)
+	for range restarts {
+		p.await(ctx, between(p.rng, time.Second, 2500*time.Millisecond))
+		down := between(p.rng, 200*time.Millisecond, 1500*time.Millisecond)
+		p.fired(ctx, "redis lost", "", fmt.Sprintf("%d keys, down %v", g.rdb.DBSize(ctx).Val(), down.Round(time.Millisecond)))
 		srv.Kill()
-		t.Logf("%5.1fs: redis-server killed with %d keys (%d/%d messages produced), down for %v",
-			time.Since(start).Seconds(), keys, load.sent.Load(), len(tr.Messages), down.Round(time.Millisecond))
 		time.Sleep(down)
 		srv.Start()
 	}
 	if err := load.wait(); err != nil {
 		t.Fatal(err)
 	}
+	p.expect("redis lost", restarts)
 	g.drain(ctx, 90*time.Second)
 	hydrations := sumOver(ctx, procs, "billing_deduct_hydrations_total")
 	for _, p := range procs {
 		p.Stop()
 	}
-	t.Logf("%5.1fs: drained; quota hashes rebuilt from MySQL: %.0f", time.Since(start).Seconds(), hydrations)
+	t.Logf("drained; quota hashes rebuilt from MySQL: %.0f", hydrations)
 	g.settle(ctx, newTruth(tr).produced)
 }
 
@@ -61,43 +61,43 @@ func TestRedisRestartLosesData(t *testing.T) {
 // pending deductions left in Redis are reused or confirmed, never applied twice.
 func TestRedisDownLongerThanLockTTL(t *testing.T) {
 	t.Parallel()
-	seed, rng := seeded(t)
+	p := newPlan(t)
 	ctx, cancel := context.WithTimeout(context.Background(), size(2*time.Minute, 15*time.Minute))
 	defer cancel()
 	srv := testenv.StartRedisServer(t, "--appendonly", "yes", "--appendfsync", "always")
 	g := newRig(t, rigOptions{partitions: 4, redisAddrs: []string{srv.Addr()}})
-	tr := traffic(t, seed, mixedLoad("rdown-"), size(3000, 30000), 5)
+	p.use(g)
+	// 14s of load in CI for one outage of at most 3s + 7s.
+	tr := traffic(t, p.seed(), mixedLoad("rdown-"), size(3500, 30000), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
 	load := g.startLoad(ctx, tr.Messages, size(250, 500))
+	p.during(load)
 
-	start := time.Now()
-	for range size(1, 4) {
-		time.Sleep(between(rng, 1500*time.Millisecond, 3*time.Second))
-		if !load.running() {
-			break
-		}
-		down := between(rng, 5*lockTTL/2, 7*lockTTL/2)
+	outages := size(1, 4)
+	for range outages {
+		p.await(ctx, between(p.rng, 1500*time.Millisecond, 3*time.Second))
+		down := between(p.rng, 5*lockTTL/2, 7*lockTTL/2)
+		p.fired(ctx, "redis down", "", fmt.Sprintf("down %v (lock TTL %v)", down.Round(time.Millisecond), lockTTL))
 		srv.Kill()
 		killed := time.Now()
-		t.Logf("%5.1fs: redis-server killed (%d/%d messages produced), down for %v (lock TTL %v)",
-			time.Since(start).Seconds(), load.sent.Load(), len(tr.Messages), down.Round(time.Millisecond), lockTTL)
 		if err := waitUnready(ctx, procs[0].Addr(), "redis", down); err != nil {
 			t.Errorf("during the outage: %v", err)
 		}
 		time.Sleep(time.Until(killed.Add(down))) // the rest of the outage, if any
 		srv.Start()
-		t.Logf("%5.1fs: redis-server back with %d keys from its append-only file", time.Since(start).Seconds(), g.rdb.DBSize(ctx).Val())
+		t.Logf("redis-server back with %d keys from its append-only file", g.rdb.DBSize(ctx).Val())
 	}
 	if err := load.wait(); err != nil {
 		t.Fatal(err)
 	}
+	p.expect("redis down", outages)
 	g.drain(ctx, 90*time.Second)
 	lost := sumOver(ctx, procs, "billing_deduct_lock_lost_total")
 	for _, p := range procs {
 		p.Stop()
 	}
-	t.Logf("%5.1fs: drained; batches that found their lock lost: %.0f", time.Since(start).Seconds(), lost)
+	t.Logf("drained; batches that found their lock lost: %.0f", lost)
 	g.settle(ctx, newTruth(tr).produced)
 }
 

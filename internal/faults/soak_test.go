@@ -33,7 +33,7 @@ func TestSoak(t *testing.T) {
 	if dur <= 0 {
 		t.Skip("-soak=0")
 	}
-	seed, _ := seeded(t)
+	p := newPlan(t)
 	every := min(max(dur/30, time.Second), 20*time.Second)
 	const rate = 150
 	ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)
@@ -41,7 +41,7 @@ func TestSoak(t *testing.T) {
 	g := newRig(t, rigOptions{partitions: 4})
 	cfg := mixedLoad("soak-")
 	cfg.Merchants = 200
-	tr := traffic(t, seed, cfg, rate*int(dur/time.Second), 3)
+	tr := traffic(t, p.seed(), cfg, rate*int(dur/time.Second), 3)
 	g.grantTraffic(ctx, tr.Merchants(), 1_000_000)
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
 	for _, p := range procs {
