@@ -200,7 +200,7 @@ func TestComposeTopics(t *testing.T) {
 			continue
 		}
 		cfg := loadUnit(t, u)
-		for _, topic := range []string{cfg.Kafka.Topic, cfg.Kafka.DLQTopic} {
+		for _, topic := range []string{cfg.Kafka.Topic, cfg.Kafka.GrantsTopic, cfg.Kafka.DLQTopic} {
 			if !strings.Contains(script, "--create --if-not-exists --topic "+topic+" ") {
 				t.Errorf("compose %s: %s consumes or dead-letters to %s, which %s does not create", name, svc, topic, name)
 			}
