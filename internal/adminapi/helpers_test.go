@@ -32,7 +32,7 @@ const testToken = "s3cret-token-0123456789"
 // rig is one test's read API on its own MySQL database and Redis prefix, with
 // the real write path to make ledger rows and pending deductions.
 type rig struct {
-	t         *testing.T
+	t         testing.TB
 	redis     *testenv.Redis
 	db        *testenv.MySQL
 	store     *ledger.Store
@@ -42,7 +42,7 @@ type rig struct {
 	api       *adminapi.API
 }
 
-func newRig(t *testing.T, opts adminapi.Options) *rig {
+func newRig(t testing.TB, opts adminapi.Options) *rig {
 	t.Helper()
 	g := &rig{t: t, redis: testenv.NewRedis(t), db: testenv.NewMySQL(t), reg: prometheus.NewRegistry()}
 	gen, err := idgen.New(7, idgen.Options{})
