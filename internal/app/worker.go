@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -16,6 +17,7 @@ import (
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/httpserver"
+	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/tracing"
 )
 
@@ -29,6 +31,9 @@ type Worker struct {
 	http     *httpserver.Server
 	pprof    *httpserver.Server // nil unless PPROF_ADDR is set
 	traces   *tracing.Provider  // nil while tracing is off
+	// relay publishes the balance events the write path puts in the outbox.
+	relay       *outbox.Relay
+	relayWriter *kafka.Writer
 	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
 	HTTPAddr net.Addr
 }
@@ -84,7 +89,14 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
 		}
 	}
-	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log); err != nil {
+	sqlDB, err := w.svc.DB.DB()
+	if err != nil {
+		return nil, fmt.Errorf("app: mysql pool: %w", err)
+	}
+	if w.relay, w.relayWriter, err = newRelay(cfg, w.svc, sqlDB, m.outbox, log); err != nil {
+		return nil, err
+	}
+	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log, w.relay.Wake); err != nil {
 		return nil, err
 	}
 	if w.traces, err = newTraces(ctx, cfg.Tracing, opts.SpanExporter); err != nil {
@@ -96,10 +108,6 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	w.consumer, err = consumer.New(ccfg, decode, handler, w.probe, log, m.consumer)
 	if err != nil {
 		return nil, err
-	}
-	sqlDB, err := w.svc.DB.DB()
-	if err != nil {
-		return nil, fmt.Errorf("app: mysql pool: %w", err)
 	}
 	w.schema = newSchemaGate(sqlDB, log)
 	if w.http != nil {
@@ -173,6 +181,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if w.schema.wait(gctx) != nil {
 			return nil // stopped while waiting: nothing was consumed
 		}
+		g.Go(func() error { return w.relay.Run(gctx) })
 		return w.consumer.Run(gctx) // an error is reported once, by the caller
 	})
 	return g.Wait()
@@ -181,6 +190,9 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) close() {
 	if w.writePath != nil {
 		w.writePath.close()
+	}
+	if w.relayWriter != nil {
+		_ = w.relayWriter.Close() // nothing is buffered: every write was synchronous
 	}
 	w.svc.Close()
 	// After the consumer: the last batch's spans are flushed too, within a bound.

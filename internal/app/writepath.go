@@ -27,16 +27,17 @@ type writePath struct {
 	Deductor *deduct.Deductor
 }
 
-func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *workerMetrics, log *zap.Logger) (*writePath, error) {
+func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *workerMetrics, log *zap.Logger, written func()) (*writePath, error) {
 	lease, err := acquireLease(ctx, cfg, svc, m.idgen, log)
 	if err != nil {
 		return nil, err
 	}
-	return buildWritePath(cfg, cfg.IDGen.WorkerID, lease, svc, m, log)
+	return buildWritePath(cfg, cfg.IDGen.WorkerID, lease, svc, m, log, written)
 }
 
-// buildWritePath assembles the write path on a leased worker ID.
-func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *services, m *workerMetrics, log *zap.Logger) (_ *writePath, err error) {
+// buildWritePath assembles the write path on a leased worker ID; written (may
+// be nil) runs after a commit that wrote balance events.
+func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *services, m *workerMetrics, log *zap.Logger, written func()) (_ *writePath, err error) {
 	wp := &writePath{lease: lease}
 	defer func() {
 		if err != nil {
@@ -50,7 +51,9 @@ func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *se
 	if wp.locks, err = lock.New(svc.Redis, lock.Options{Metrics: m.lock, Logger: log}); err != nil {
 		return nil, err
 	}
-	if wp.store, err = ledger.New(svc.DB, idgen.Int64s{Generator: gen}, m.ledger, ledger.Options{}); err != nil {
+	if wp.store, err = ledger.New(svc.DB, idgen.Int64s{Generator: gen}, m.ledger, ledger.Options{Events: ledger.Events{
+		PerPayment: cfg.QuotaEvents.PerPayment, DefaultAlerts: cfg.QuotaEvents.DefaultAlerts, Written: written,
+	}}); err != nil {
 		return nil, err
 	}
 	locks := merchantLocks{client: wp.locks, keys: svc.Keys, ttl: cfg.LockTTL}
@@ -166,11 +169,11 @@ func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Op
 	var wp *writePath
 	id := cfg.IDGen.WorkerID
 	if id >= 0 {
-		wp, err = newWritePath(ctx, cfg, svc, m, log)
+		wp, err = newWritePath(ctx, cfg, svc, m, log, nil)
 	} else {
 		var lease *idgen.Lease
 		if lease, id, err = acquireFromPool(ctx, cfg, svc, m.idgen, log); err == nil {
-			wp, err = buildWritePath(cfg, id, lease, svc, m, log)
+			wp, err = buildWritePath(cfg, id, lease, svc, m, log, nil)
 			if err != nil {
 				_ = lease.Release(context.WithoutCancel(ctx))
 			}

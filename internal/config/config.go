@@ -40,6 +40,7 @@ type Config struct {
 	IDGen       IDGen
 	Worker      Worker
 	Tracing     Tracing
+	QuotaEvents QuotaEvents
 }
 
 // Default values of the environment contract.
@@ -78,6 +79,7 @@ func (p *parser) config(needs []Need) Config {
 		LockTTL:     p.duration("LOCK_TTL", DefaultLockTTL, 100*time.Millisecond, 10*time.Minute),
 		Worker:      p.worker(),
 		Tracing:     p.tracing(),
+		QuotaEvents: p.quotaEvents(),
 	}
 	cfg.IDGen = p.idgen(slices.Contains(needs, NeedWorkerID))
 	if slices.Contains(needs, NeedKafka) && len(cfg.Kafka.Brokers) == 0 {

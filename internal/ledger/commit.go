@@ -47,6 +47,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 		}
 	}
 	update, args, guarded := guardedDebit(merchants, debits)
+	wrote := false // the committed attempt wrote balance events
 	for attempt := 1; ; attempt++ {
 		err := s.inSQLTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if err := s.assignIDs(rows, fresh); err != nil {
@@ -69,8 +70,19 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			if g := staleRejection(rows); g != nil {
 				return g
 			}
-			return s.insert(ctx, tx, rows)
+			if err := s.insert(ctx, tx, rows); err != nil {
+				return err
+			}
+			evs := s.batchEvents(rows, bals, debits)
+			wrote = len(evs) > 0
+			return writeOutbox(evs, func(q string, args []any) error {
+				_, err := s.exec(ctx, tx, q, args)
+				return err
+			})
 		})
+		if err == nil && wrote {
+			s.eventsWritten()
+		}
 		if !errors.Is(err, errGuardShort) {
 			return classify(err, rows)
 		}
@@ -158,10 +170,10 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]Balance, error) {
 	in, args := InList(merchants)
 	bals := make([]Balance, 0, len(merchants))
-	err := s.query(ctx, tx, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
+	err := s.query(ctx, tx, "SELECT merchant_id, credited, debited, low_units, low_percent FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
 		args, func(rows *sql.Rows) error {
 			var b Balance
-			if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited); err != nil {
+			if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent); err != nil {
 				return err
 			}
 			bals = append(bals, b)

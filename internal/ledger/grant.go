@@ -40,8 +40,9 @@ func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, gran
 				existing = &found[0]
 				return nil
 			}
-			if err := tx.Exec(upsertCreditSQL, merchantID, amount, amount).Error; err != nil {
-				return fmt.Errorf("ledger: credit merchant %s: %w", merchantID, err)
+			up := tx.Exec(upsertCreditSQL, merchantID, amount, amount)
+			if up.Error != nil {
+				return fmt.Errorf("ledger: credit merchant %s: %w", merchantID, up.Error)
 			}
 			var bal Balance
 			if err := tx.Where("merchant_id = ?", merchantID).Take(&bal).Error; err != nil {
@@ -49,7 +50,13 @@ func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, gran
 			}
 			after := bal.Available()
 			r[0].BalanceAfter = &after
-			return tx.Create(&r[0]).Error
+			if err := tx.Create(&r[0]).Error; err != nil {
+				return err
+			}
+			// An upsert that inserted (1 row affected, 2 when it updated) created the merchant.
+			return writeOutbox(s.grantEvents(r[0], bal, up.RowsAffected == 1), func(q string, args []any) error {
+				return tx.Exec(q, args...).Error
+			})
 		})
 		switch {
 		case err == nil && existing != nil:
@@ -59,6 +66,7 @@ func (s *Store) Grant(ctx context.Context, merchantID string, amount int64, gran
 			}
 			return *existing, true, nil
 		case err == nil:
+			s.eventsWritten()
 			return r[0], false, nil
 		case duplicate(err) && attempt == 0:
 			continue

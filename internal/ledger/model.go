@@ -81,9 +81,13 @@ func (r Row) Check() error {
 
 // Balance is one merchant_balance row: the truth about a merchant's quota.
 type Balance struct {
-	MerchantID string    `gorm:"column:merchant_id;primaryKey"`
-	Credited   int64     `gorm:"column:credited"`
-	Debited    int64     `gorm:"column:debited"`
+	MerchantID string `gorm:"column:merchant_id;primaryKey"`
+	Credited   int64  `gorm:"column:credited"`
+	Debited    int64  `gorm:"column:debited"`
+	// LowUnits and LowPercent are the merchant's low-balance thresholds;
+	// both nil: the default (Options.Events.DefaultAlerts).
+	LowUnits   *int64    `gorm:"column:low_units"`
+	LowPercent *int      `gorm:"column:low_percent"`
 	CreatedAt  time.Time `gorm:"column:created_at"`
 	UpdatedAt  time.Time `gorm:"column:updated_at"`
 }
