@@ -16,6 +16,7 @@ import (
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // writePath is the deduction machinery shared by the worker and the operator
@@ -153,6 +154,8 @@ func acquireFromPool(ctx context.Context, cfg config.Config, svc *services, m *i
 // leased worker ID (IDGEN_WORKER_ID, or a free one of the operator pool).
 type Operator struct {
 	WorkerID int // the leased Snowflake worker ID
+	// DefaultAlerts are the thresholds of merchants without their own (QUOTA_LOW_DEFAULT).
+	DefaultAlerts quotaevent.Alerts
 	svc      *services
 	*writePath
 	stopLease context.CancelFunc
@@ -184,10 +187,13 @@ func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Op
 		return nil, err
 	}
 	leaseCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	op := &Operator{WorkerID: id, svc: svc, writePath: wp, stopLease: stop, leaseDone: make(chan error, 1)}
+	op := &Operator{WorkerID: id, DefaultAlerts: cfg.QuotaEvents.DefaultAlerts, svc: svc, writePath: wp, stopLease: stop, leaseDone: make(chan error, 1)}
 	go func() { op.leaseDone <- wp.lease.Run(leaseCtx) }()
 	return op, nil
 }
+
+// Ledger is the MySQL side, for settings that need no merchant lock.
+func (o *Operator) Ledger() *ledger.Store { return o.store }
 
 // Close releases the lease and the connections.
 func (o *Operator) Close() error {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/quota"
+	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // Pending is one unconfirmed deduction in Redis.
@@ -29,6 +30,8 @@ type View struct {
 	Credited int64
 	Debited  int64
 	Expected int64 // what remain should be: credited - debited - pending not in the ledger
+	// Alerts are the merchant's own low-balance thresholds; nil: the default.
+	Alerts *quotaevent.Alerts
 	Drift    int64 // Remain - Expected when Cached
 }
 
@@ -62,6 +65,9 @@ func (d *Deductor) Show(ctx context.Context, merchantID string) (View, error) {
 	}
 	b, known := bals[merchantID]
 	v.Known, v.Credited, v.Debited = known, b.Credited, b.Debited
+	if a, own := b.OwnAlerts(); own {
+		v.Alerts = &a
+	}
 	v.Expected = b.Available()
 	for k, p := range v.Pending {
 		if _, in := existing[p.EventID]; in {

@@ -20,10 +20,11 @@ type Events struct {
 	Written func()
 }
 
-// Alerts are the merchant's low-balance thresholds, or def when it has none of its own.
-func (b Balance) Alerts(def quotaevent.Alerts) quotaevent.Alerts {
+// OwnAlerts are the merchant's own low-balance thresholds; false when it has
+// none and the default applies.
+func (b Balance) OwnAlerts() (quotaevent.Alerts, bool) {
 	if b.LowUnits == nil && b.LowPercent == nil {
-		return def
+		return quotaevent.Alerts{}, false
 	}
 	var a quotaevent.Alerts
 	if b.LowUnits != nil {
@@ -32,12 +33,16 @@ func (b Balance) Alerts(def quotaevent.Alerts) quotaevent.Alerts {
 	if b.LowPercent != nil {
 		a.Percent = *b.LowPercent
 	}
-	return a
+	return a, true
 }
 
 // levels are the points of b's balance that events announce.
 func (s *Store) levels(b Balance) quotaevent.Levels {
-	return quotaevent.Levels{Alerts: b.Alerts(s.opts.Events.DefaultAlerts)}
+	a, own := b.OwnAlerts()
+	if !own {
+		a = s.opts.Events.DefaultAlerts
+	}
+	return quotaevent.Levels{Alerts: a}
 }
 
 // batchEvents lists the balance events of a batch's rows, whose BalanceAfter
