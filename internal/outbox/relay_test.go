@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -24,6 +26,7 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/testenv"
+	"github.com/quotaflow/billing/schemas"
 )
 
 var seedFlag = flag.Uint64("outbox.seed", 0, "seed of TestPublishedCrossingsAreTheLedgers (0: random)")
@@ -132,7 +135,15 @@ func (g *rig) published() (map[string][]quotaevent.Message, map[string]int) {
 	defer cancel()
 	out := map[string][]quotaevent.Message{}
 	copies := map[string]int{}
+	schema := compileSchema(g.t)
 	for _, m := range g.kafka.ReadAll(ctx, g.t, g.topic, partitions) {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(m.Value))
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		if err := schema.Validate(doc); err != nil {
+			g.t.Fatalf("message %s breaks schemas/quota-events.schema.json: %v", m.Value, err)
+		}
 		var msg quotaevent.Message
 		if err := json.Unmarshal(m.Value, &msg); err != nil {
 			g.t.Fatalf("message %s: %v", m.Value, err)
@@ -314,6 +325,25 @@ func TestPublishedCrossingsAreTheLedgers(t *testing.T) {
 	if crossings < 10 {
 		t.Fatalf("only %d events: the test exercised too little", crossings)
 	}
+}
+
+// compileSchema compiles the published schema of the topic.
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemas.QuotaEvents))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource("quota-events.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("quota-events.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func cloneRows(rows []ledger.Row) []ledger.Row {
