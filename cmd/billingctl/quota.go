@@ -24,6 +24,7 @@ const quotaUsage = `billingctl quota: grant quota, show a merchant's balance, se
   billingctl quota grant --merchant M --amount N --id GRANT_ID [--output text|json]
   billingctl quota show --merchant M [--output text|json]
   billingctl quota alerts --merchant M (--low N|P% ... | --none | --default) [--output text|json]
+  billingctl quota policy --merchant M (--reject | --floor N | --overage) [--output text|json]
 
 Run 'billingctl quota COMMAND --help' for its flags.
 `
@@ -49,6 +50,7 @@ merchant is unknown to billing (no merchant_balance row; the view is printed).
 func (c *ctl) runQuota(ctx context.Context, args []string) error {
 	return cli.Dispatch(ctx, "billingctl quota", quotaUsage, []cli.Command{
 		{Name: "grant", Run: c.runGrant}, {Name: "show", Run: c.runShow}, {Name: "alerts", Run: c.runAlerts},
+		{Name: "policy", Run: c.runPolicy},
 	}, args, c.stdout, c.stderr)
 }
 
@@ -162,6 +164,8 @@ type quotaView struct {
 	Expected   int64         `json:"expected_remain"`
 	Drift      *int64        `json:"drift"` // null when not cached
 	Pending    []pendingView `json:"pending"`
+	Policy     string        `json:"overdraft_policy"` // reject, floor or overage
+	Floor      int64         `json:"overdraft_floor"`
 	Low        string        `json:"low"`            // thresholds as set: "1000,10%" or "none"
 	LowDefault bool          `json:"low_default"`    // they are QUOTA_LOW_DEFAULT's
 	LowUnits   []int64       `json:"low_thresholds"` // in units at today's granted total, highest first
@@ -186,7 +190,7 @@ type pendingView struct {
 func newQuotaView(v deduct.View, def quotaevent.Alerts) quotaView {
 	a, isDefault := alertsOf(v, def)
 	q := quotaView{MerchantID: v.MerchantID, Known: v.Known, Cached: v.Cached, Credited: v.Credited, Debited: v.Debited,
-		Expected: v.Expected, Pending: []pendingView{}, Low: a.String(), LowDefault: isDefault, LowUnits: a.Thresholds(v.Credited)}
+		Expected: v.Expected, Pending: []pendingView{}, Policy: string(v.Policy.Kind), Floor: v.Policy.Floor, Low: a.String(), LowDefault: isDefault, LowUnits: a.Thresholds(v.Credited)}
 	if q.LowUnits == nil {
 		q.LowUnits = []int64{}
 	}
@@ -215,6 +219,7 @@ func writeView(w io.Writer, v deduct.View, def quotaevent.Alerts) error {
 		fmt.Fprintf(tw, "mysql credited\t%d\n", v.Credited)
 		fmt.Fprintf(tw, "mysql debited\t%d\n", v.Debited)
 		fmt.Fprintf(tw, "expected remain\t%d\t(credited - debited - pending not yet in the ledger)\n", v.Expected)
+		fmt.Fprintf(tw, "overdraft policy\t%s\n", v.Policy)
 		a, isDefault := alertsOf(v, def)
 		from := ""
 		if isDefault {

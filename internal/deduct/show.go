@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/quotaevent"
 )
@@ -30,9 +31,10 @@ type View struct {
 	Credited int64
 	Debited  int64
 	Expected int64 // what remain should be: credited - debited - pending not in the ledger
+	Policy   ledger.Policy
 	// Alerts are the merchant's own low-balance thresholds; nil: the default.
 	Alerts *quotaevent.Alerts
-	Drift    int64 // Remain - Expected when Cached
+	Drift  int64 // Remain - Expected when Cached
 }
 
 // Show reads a merchant's Redis and MySQL state for an operator. It takes no
@@ -64,7 +66,7 @@ func (d *Deductor) Show(ctx context.Context, merchantID string) (View, error) {
 		return View{}, err
 	}
 	b, known := bals[merchantID]
-	v.Known, v.Credited, v.Debited = known, b.Credited, b.Debited
+	v.Known, v.Credited, v.Debited, v.Policy = known, b.Credited, b.Debited, b.Policy()
 	if a, own := b.OwnAlerts(); own {
 		v.Alerts = &a
 	}

@@ -42,7 +42,8 @@ func (s *Store) levels(b Balance) quotaevent.Levels {
 	if !own {
 		a = s.opts.Events.DefaultAlerts
 	}
-	return quotaevent.Levels{Alerts: a}
+	lowest, bounded := b.Policy().Lowest()
+	return quotaevent.Levels{Alerts: a, Floor: lowest, Unlimited: !bounded}
 }
 
 // batchEvents lists the balance events of a batch's rows, whose BalanceAfter
