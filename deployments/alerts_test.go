@@ -112,6 +112,10 @@ func alertCases() map[string][]alertCase {
 			{"CronJob visible", `kube_cronjob_status_last_successful_time{cronjob="billing-reconciler"} 0+60x80`, 70 * time.Minute, false},
 			{"loop visible", `billing_reconcile_last_run_timestamp_seconds 0+60x80`, 70 * time.Minute, false},
 		},
+		"BillingQuotaEventsStuck": {
+			{"relay failing", "billing_quota_outbox_oldest_unsent_seconds{instance=\"w0\"} 0+60x30\nbilling_quota_outbox_oldest_unsent_seconds{instance=\"w1\"} 0x30", 20 * time.Minute, true},
+			{"relay keeping up", `billing_quota_outbox_oldest_unsent_seconds{instance="w0"} 0x10 1 0x20`, 30 * time.Minute, false},
+		},
 		"BillingConsumerGroupLagHigh": {
 			{"broker-side lag with no worker up", `kafka_consumergroup_lag{consumergroup="billing-worker",topic="payment.succeeded",partition="0"} 0+100x40`, 35 * time.Minute, true},
 			{"another group", `kafka_consumergroup_lag{consumergroup="analytics",topic="payment.succeeded",partition="0"} 0+100x40`, 35 * time.Minute, false},

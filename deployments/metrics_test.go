@@ -18,6 +18,7 @@ import (
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/reconcile"
 )
 
@@ -32,6 +33,7 @@ func metricSources() map[string]func(prometheus.Registerer) error {
 		"ledger":    func(r prometheus.Registerer) error { _, err := ledger.NewMetrics(r); return err },
 		"lock":      func(r prometheus.Registerer) error { _, err := lock.NewMetrics(r); return err },
 		"reconcile": func(r prometheus.Registerer) error { _, err := reconcile.NewMetrics(r); return err },
+		"outbox":    func(r prometheus.Registerer) error { _, err := outbox.NewMetrics(r); return err },
 	}
 }
 

@@ -16,12 +16,15 @@ import (
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/logging"
+	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
-const quotaUsage = `billingctl quota: grant quota, show a merchant's balance
+const quotaUsage = `billingctl quota: grant quota, show a merchant's balance, set its alerts
 
   billingctl quota grant --merchant M --amount N --id GRANT_ID [--output text|json]
   billingctl quota show --merchant M [--output text|json]
+  billingctl quota alerts --merchant M (--low N|P% ... | --none | --default) [--output text|json]
+  billingctl quota policy --merchant M (--reject | --floor N | --overage) [--output text|json]
 
 Run 'billingctl quota COMMAND --help' for its flags.
 `
@@ -46,7 +49,8 @@ merchant is unknown to billing (no merchant_balance row; the view is printed).
 
 func (c *ctl) runQuota(ctx context.Context, args []string) error {
 	return cli.Dispatch(ctx, "billingctl quota", quotaUsage, []cli.Command{
-		{Name: "grant", Run: c.runGrant}, {Name: "show", Run: c.runShow},
+		{Name: "grant", Run: c.runGrant}, {Name: "show", Run: c.runShow}, {Name: "alerts", Run: c.runAlerts},
+		{Name: "policy", Run: c.runPolicy},
 	}, args, c.stdout, c.stderr)
 }
 
@@ -116,9 +120,9 @@ func (c *ctl) runShow(ctx context.Context, args []string) error {
 		return err
 	}
 	if *output == cli.JSON {
-		err = writeJSON(c.stdout, newQuotaView(view))
+		err = writeJSON(c.stdout, newQuotaView(view, op.DefaultAlerts))
 	} else {
-		err = writeView(c.stdout, view)
+		err = writeView(c.stdout, view, op.DefaultAlerts)
 	}
 	if err == nil && !view.Known {
 		err = fmt.Errorf("%s: %w", *merchant, errUnknownMerchant)
@@ -164,11 +168,28 @@ type quotaView struct {
 	Expected   int64            `json:"expected_remain"`
 	Drift      *int64           `json:"drift"` // null when not cached
 	Pending    []deduct.Pending `json:"pending"`
+	Policy     string           `json:"overdraft_policy"` // reject, floor or overage
+	Floor      int64            `json:"overdraft_floor"`
+	Low        string           `json:"low"`            // thresholds as set: "1000,10%" or "none"
+	LowDefault bool             `json:"low_default"`    // they are QUOTA_LOW_DEFAULT's
+	LowUnits   []int64          `json:"low_thresholds"` // in units at today's granted total, highest first
 }
 
-func newQuotaView(v deduct.View) quotaView {
+// alertsOf are the merchant's thresholds in effect, and whether they are the default.
+func alertsOf(v deduct.View, def quotaevent.Alerts) (quotaevent.Alerts, bool) {
+	if v.Alerts != nil {
+		return *v.Alerts, false
+	}
+	return def, true
+}
+
+func newQuotaView(v deduct.View, def quotaevent.Alerts) quotaView {
+	a, isDefault := alertsOf(v, def)
 	q := quotaView{MerchantID: v.MerchantID, Known: v.Known, Cached: v.Cached, Credited: v.Credited, Debited: v.Debited,
-		Expected: v.Expected, Pending: append([]deduct.Pending{}, v.Pending...)}
+		Expected: v.Expected, Pending: append([]deduct.Pending{}, v.Pending...), Policy: string(v.Policy.Kind), Floor: v.Policy.Floor, Low: a.String(), LowDefault: isDefault, LowUnits: a.Thresholds(v.Credited)}
+	if q.LowUnits == nil {
+		q.LowUnits = []int64{}
+	}
 	if v.Cached {
 		q.Remain, q.Ver, q.Drift = new(v.Remain), new(v.Ver), new(v.Drift)
 	}
@@ -182,7 +203,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func writeView(w io.Writer, v deduct.View) error {
+func writeView(w io.Writer, v deduct.View, def quotaevent.Alerts) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "merchant\t%s\n", v.MerchantID)
 	if !v.Known {
@@ -191,6 +212,13 @@ func writeView(w io.Writer, v deduct.View) error {
 		fmt.Fprintf(tw, "mysql credited\t%d\n", v.Credited)
 		fmt.Fprintf(tw, "mysql debited\t%d\n", v.Debited)
 		fmt.Fprintf(tw, "expected remain\t%d\t(credited - debited - pending not yet in the ledger)\n", v.Expected)
+		fmt.Fprintf(tw, "overdraft policy\t%s\n", v.Policy)
+		a, isDefault := alertsOf(v, def)
+		from := ""
+		if isDefault {
+			from = ", the default"
+		}
+		fmt.Fprintf(tw, "low thresholds\t%s\t(%v units now%s)\n", a, a.Thresholds(v.Credited), from)
 	}
 	if v.Cached {
 		fmt.Fprintf(tw, "redis remain\t%d\t(ver %d)\n", v.Remain, v.Ver)

@@ -41,7 +41,7 @@ func TestQuotaGrantAndShow(t *testing.T) {
 		t.Fatalf("credited %d, want 250 (idempotent grant)", credited)
 	}
 	out, err := quota("show", "--merchant", "m-7")
-	if err != nil || !strings.Contains(out, "mysql credited   250") || !strings.Contains(out, "expected remain  250") {
+	if err != nil || !strings.Contains(out, "mysql credited    250") || !strings.Contains(out, "expected remain   250") {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
 	out, err = quota("show", "--merchant", "m-7", "--output", "json")
@@ -54,6 +54,41 @@ func TestQuotaGrantAndShow(t *testing.T) {
 		if k != strings.ToLower(k) {
 			t.Errorf("show json key %q is not snake_case", k)
 		}
+	}
+	if out, err := quota("alerts", "--merchant", "m-7", "--low", "100", "--low", "20%"); err != nil || !strings.Contains(out, "low thresholds 100,20%") {
+		t.Fatalf("alerts: %v %s", err, out)
+	}
+	if out, err := quota("show", "--merchant", "m-7"); err != nil || !strings.Contains(out, "low thresholds    100,20%     ([100 50] units now)") {
+		t.Fatalf("show after alerts: %v\n%s", err, out)
+	}
+	var units, percent int64
+	db.DB.Raw("SELECT low_units, low_percent FROM merchant_balance WHERE merchant_id = 'm-7'").Row().Scan(&units, &percent)
+	if units != 100 || percent != 20 {
+		t.Fatalf("stored thresholds %d, %d%%", units, percent)
+	}
+	if out, err := quota("alerts", "--merchant", "m-7", "--default", "--output", "json"); err != nil || !strings.Contains(out, `"default": true`) {
+		t.Fatalf("alerts --default: %v %s", err, out)
+	}
+	if _, err := quota("alerts", "--merchant", "m-7", "--low", "5%", "--low", "6%"); err != exitError(2) {
+		t.Fatalf("two percentages: %v, want exit 2", err)
+	}
+	if _, err := quota("alerts", "--merchant", "m-unknown", "--none"); err != exitError(exitUnknown) {
+		t.Fatalf("alerts of an unknown merchant: %v, want exit %d", err, exitUnknown)
+	}
+	if out, err := quota("policy", "--merchant", "m-7", "--floor", "50"); err != nil || !strings.Contains(out, "overdraft policy floor 50") {
+		t.Fatalf("policy: %v %s", err, out)
+	}
+	if out, err := quota("show", "--merchant", "m-7", "--output", "json"); err != nil || !strings.Contains(out, `"overdraft_policy": "floor"`) || !strings.Contains(out, `"overdraft_floor": 50`) {
+		t.Fatalf("show after policy: %v\n%s", err, out)
+	}
+	if _, err := quota("policy", "--merchant", "m-7", "--floor", "5", "--overage"); err != exitError(2) {
+		t.Fatalf("two policies: %v, want exit 2", err)
+	}
+	if _, err := quota("policy", "--merchant", "m-unknown", "--overage"); err != exitError(exitUnknown) {
+		t.Fatalf("policy of an unknown merchant: %v, want exit %d", err, exitUnknown)
+	}
+	if out, err := quota("policy", "--merchant", "m-7", "--reject"); err != nil || !strings.Contains(out, "overdraft policy reject") {
+		t.Fatalf("policy --reject: %v %s", err, out)
 	}
 	out, err = quota("show", "--merchant", "m-unknown", "--output", "json")
 	if err != exitError(exitUnknown) || !strings.Contains(out, `"known": false`) {

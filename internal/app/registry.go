@@ -12,6 +12,7 @@ import (
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/outbox"
 )
 
 // workerMetrics holds every part's metrics, registered on one registry.
@@ -24,13 +25,14 @@ type workerMetrics struct {
 	lock     *lock.Metrics
 	idgen    *idgen.Metrics
 	admin    *adminapi.Metrics
+	outbox   *outbox.Metrics
 }
 
 // registerAll registers every part's metrics on reg (nil: none). The two
 // consumers' collectors carry their topic as a label.
 func registerAll(reg prometheus.Registerer, k config.Kafka) (*workerMetrics, error) {
 	var m workerMetrics
-	var errs [8]error
+	var errs [9]error
 	topic := func(t string) prometheus.Registerer {
 		if reg == nil {
 			return nil
@@ -45,5 +47,6 @@ func registerAll(reg prometheus.Registerer, k config.Kafka) (*workerMetrics, err
 	m.lock, errs[4] = lock.NewMetrics(reg)
 	m.idgen, errs[5] = idgen.NewMetrics(reg)
 	m.admin, errs[7] = adminapi.NewMetrics(reg)
+	m.outbox, errs[8] = outbox.NewMetrics(reg)
 	return &m, errors.Join(errs[:]...)
 }

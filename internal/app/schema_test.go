@@ -100,7 +100,17 @@ func TestWorkerWaitsForTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReadyz(t, w.Worker, http.StatusServiceUnavailable, fmt.Sprintf("schema at version %d, want %d", st.Latest-1, st.Latest))
-	grantAll(t, w.Worker, traffic.Merchants(), 10_000) // the ledger's tables exist by now
+	// The ledger's tables exist by now, the outbox of a grant's events not
+	// yet (the write path refuses to grant): grant in SQL as version 2 did.
+	for i, m := range traffic.Merchants() {
+		if err := g.db.DB.Exec("INSERT INTO merchant_balance (merchant_id, credited) VALUES (?, 10000)", m).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := g.db.DB.Exec("INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, occurred_at) VALUES (?, ?, ?, 'credit', 10000, 10000, 'grant', NOW(6))",
+			i+1, "grant-"+m, m).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Still nothing consumed: no offset committed, no ledger row beyond the grants.
 	if lag, err := scenario.GroupLag(ctx, g.client(), g.group, g.topic); err != nil || lag != int64(len(traffic.Messages)) {
 		t.Fatalf("group lag %d (%v) while the schema is behind, want all %d messages", lag, err, len(traffic.Messages))

@@ -18,6 +18,7 @@ import (
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/httpserver"
+	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/tracing"
 )
 
@@ -33,6 +34,9 @@ type Worker struct {
 	pprof    *httpserver.Server // nil unless PPROF_ADDR is set
 	admin    *httpserver.Server // the read API; nil unless ADMIN_ADDR is set
 	traces   *tracing.Provider  // nil while tracing is off
+	// relay publishes the balance events the write path puts in the outbox.
+	relay       *outbox.Relay
+	relayWriter *kafka.Writer
 	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
 	HTTPAddr net.Addr
 	// AdminAddr is where the read API listens; nil while it is off.
@@ -92,7 +96,14 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
 		}
 	}
-	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log); err != nil {
+	sqlDB, err := w.svc.DB.DB()
+	if err != nil {
+		return nil, fmt.Errorf("app: mysql pool: %w", err)
+	}
+	if w.relay, w.relayWriter, err = newRelay(cfg, w.svc, sqlDB, m.outbox, log); err != nil {
+		return nil, err
+	}
+	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log, w.relay.Wake); err != nil {
 		return nil, err
 	}
 	if w.traces, err = newTraces(ctx, cfg.Tracing, opts.SpanExporter); err != nil {
@@ -112,10 +123,6 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	}
 	w.grants = &grantsConsumer{Consumer: gc, topic: ccfg.Topic, log: log,
 		client: &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: w.svc.Kafka.Transport, Timeout: 5 * time.Second}}
-	sqlDB, err := w.svc.DB.DB()
-	if err != nil {
-		return nil, fmt.Errorf("app: mysql pool: %w", err)
-	}
 	w.schema = newSchemaGate(sqlDB, log)
 	if w.http != nil {
 		w.http.AddReadiness("schema", w.schema.ready)
@@ -207,6 +214,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if w.schema.wait(gctx) != nil {
 			return nil // stopped while waiting: nothing was consumed
 		}
+		g.Go(func() error { return w.relay.Run(gctx) })
 		// Payments and grants: either failing to start stops both.
 		cg, cctx := errgroup.WithContext(gctx)
 		cg.Go(func() error { return w.consumer.Run(cctx) })
@@ -219,6 +227,9 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) close() {
 	if w.writePath != nil {
 		w.writePath.close()
+	}
+	if w.relayWriter != nil {
+		_ = w.relayWriter.Close() // nothing is buffered: every write was synchronous
 	}
 	w.svc.Close()
 	// After the consumer: the last batch's spans are flushed too, within a bound.

@@ -16,6 +16,7 @@ import (
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // writePath is the deduction machinery shared by the worker and the operator
@@ -27,16 +28,17 @@ type writePath struct {
 	Deductor *deduct.Deductor
 }
 
-func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *workerMetrics, log *zap.Logger) (*writePath, error) {
+func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *workerMetrics, log *zap.Logger, written func()) (*writePath, error) {
 	lease, err := acquireLease(ctx, cfg, svc, m.idgen, log)
 	if err != nil {
 		return nil, err
 	}
-	return buildWritePath(cfg, cfg.IDGen.WorkerID, lease, svc, m, log)
+	return buildWritePath(cfg, cfg.IDGen.WorkerID, lease, svc, m, log, written)
 }
 
-// buildWritePath assembles the write path on a leased worker ID.
-func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *services, m *workerMetrics, log *zap.Logger) (_ *writePath, err error) {
+// buildWritePath assembles the write path on a leased worker ID; written (may
+// be nil) runs after a commit that wrote balance events.
+func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *services, m *workerMetrics, log *zap.Logger, written func()) (_ *writePath, err error) {
 	wp := &writePath{lease: lease}
 	defer func() {
 		if err != nil {
@@ -50,7 +52,9 @@ func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *se
 	if wp.locks, err = lock.New(svc.Redis, lock.Options{Metrics: m.lock, Logger: log}); err != nil {
 		return nil, err
 	}
-	if wp.store, err = ledger.New(svc.DB, idgen.Int64s{Generator: gen}, m.ledger, ledger.Options{}); err != nil {
+	if wp.store, err = ledger.New(svc.DB, idgen.Int64s{Generator: gen}, m.ledger, ledger.Options{Events: ledger.Events{
+		PerPayment: cfg.QuotaEvents.PerPayment, DefaultAlerts: cfg.QuotaEvents.DefaultAlerts, Written: written,
+	}}); err != nil {
 		return nil, err
 	}
 	locks := merchantLocks{client: wp.locks, keys: svc.Keys, ttl: cfg.LockTTL}
@@ -150,7 +154,9 @@ func acquireFromPool(ctx context.Context, cfg config.Config, svc *services, m *i
 // leased worker ID (IDGEN_WORKER_ID, or a free one of the operator pool).
 type Operator struct {
 	WorkerID int // the leased Snowflake worker ID
-	svc      *services
+	// DefaultAlerts are the thresholds of merchants without their own (QUOTA_LOW_DEFAULT).
+	DefaultAlerts quotaevent.Alerts
+	svc           *services
 	*writePath
 	stopLease context.CancelFunc
 	leaseDone chan error
@@ -166,11 +172,11 @@ func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Op
 	var wp *writePath
 	id := cfg.IDGen.WorkerID
 	if id >= 0 {
-		wp, err = newWritePath(ctx, cfg, svc, m, log)
+		wp, err = newWritePath(ctx, cfg, svc, m, log, nil)
 	} else {
 		var lease *idgen.Lease
 		if lease, id, err = acquireFromPool(ctx, cfg, svc, m.idgen, log); err == nil {
-			wp, err = buildWritePath(cfg, id, lease, svc, m, log)
+			wp, err = buildWritePath(cfg, id, lease, svc, m, log, nil)
 			if err != nil {
 				_ = lease.Release(context.WithoutCancel(ctx))
 			}
@@ -181,10 +187,13 @@ func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Op
 		return nil, err
 	}
 	leaseCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	op := &Operator{WorkerID: id, svc: svc, writePath: wp, stopLease: stop, leaseDone: make(chan error, 1)}
+	op := &Operator{WorkerID: id, DefaultAlerts: cfg.QuotaEvents.DefaultAlerts, svc: svc, writePath: wp, stopLease: stop, leaseDone: make(chan error, 1)}
 	go func() { op.leaseDone <- wp.lease.Run(leaseCtx) }()
 	return op, nil
 }
+
+// Ledger is the MySQL side, for settings that need no merchant lock.
+func (o *Operator) Ledger() *ledger.Store { return o.store }
 
 // Close releases the lease and the connections.
 func (o *Operator) Close() error {

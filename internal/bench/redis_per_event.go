@@ -77,7 +77,7 @@ func (s *RedisPerEvent) Setup(ctx context.Context, env *Env) error {
 	}
 	for _, b := range balances {
 		err := s.locked(ctx, b.MerchantID, func(lockKey, token string) error {
-			c := quota.Hydrate(env.Keys.Quota(b.MerchantID), lockKey, token, b.Available(), time.Now())
+			c := quota.Hydrate(env.Keys.Quota(b.MerchantID), lockKey, token, b.Available(), b.Policy().RedisFloor(), time.Now())
 			quota.Run(ctx, env.Redis, c)
 			_, err := c.Wrote()
 			return err

@@ -41,6 +41,7 @@ type Config struct {
 	Worker      Worker
 	Tracing     Tracing
 	Admin       Admin
+	QuotaEvents QuotaEvents
 }
 
 // Default values of the environment contract.
@@ -82,6 +83,7 @@ func (p *parser) config(needs []Need) Config {
 		Worker:      p.worker(),
 		Tracing:     p.tracing(),
 		Admin:       p.admin(),
+		QuotaEvents: p.quotaEvents(),
 	}
 	cfg.IDGen = p.idgen(slices.Contains(needs, NeedWorkerID))
 	if slices.Contains(needs, NeedKafka) && len(cfg.Kafka.Brokers) == 0 {

@@ -8,7 +8,7 @@
 -- Returns {'lock'} if the lock is not ours; {'missing'} if the hash has no
 -- remain (a missing balance is unknown, never zero); else {'ok', remain, codes}
 -- with one character per event, in order:
---   D deducted now (p:<id> = "<amount>:<now>" set)
+--   D deducted now (p:<id> = "<amount>:<now>" set): remain + floor >= amount
 --   P deducted before a crash (p:<id> present with this amount): reused
 --   I insufficient
 --   C p:<id> present with another amount: conflicting event, nothing done
@@ -23,6 +23,14 @@ end
 remain = tonumber(remain)
 if not remain then
   return redis.error_reply('deduct: remain is not a number')
+end
+-- The overdraft policy's floor (set at hydration): remain may go down to
+-- -floor; 'inf' (overage) never rejects; absent or malformed: 0 (reject).
+local floor = redis.call('HGET', KEYS[1], 'floor')
+if floor == 'inf' then
+  floor = math.huge
+else
+  floor = tonumber(floor) or 0
 end
 
 -- Every p:<id> field of the batch, read before any write, in one HMGET per
@@ -57,7 +65,7 @@ for i = 3, #ARGV, 2 do
     else
       codes[#codes + 1] = 'C'
     end
-  elseif remain >= amount then
+  elseif remain + floor >= amount then
     remain = remain - amount
     fields[#fields + 1] = 'p:' .. id
     fields[#fields + 1] = ARGV[i + 1] .. ':' .. ARGV[2]

@@ -43,6 +43,7 @@ type Ledger interface {
 	Balances(ctx context.Context, merchantIDs []string) (map[string]ledger.Balance, error)
 	Commit(ctx context.Context, rows []ledger.Row) error
 	Grant(ctx context.Context, credits []ledger.Credit) ([]ledger.Credited, error)
+	SetPolicy(ctx context.Context, merchantID string, p ledger.Policy) error
 }
 
 // Redis is what the Deductor needs of a client (*redis.Client or *redis.ClusterClient).

@@ -109,6 +109,21 @@ func grantResult(c ledger.Credited) Result {
 	return r
 }
 
+// SetPolicy stores a merchant's overdraft policy under its lock and drops its
+// quota hash: the next deduction hydrates the new floor with the balance.
+// MySQL's guard enforces the policy from its commit on, whatever Redis holds.
+func (d *Deductor) SetPolicy(ctx context.Context, merchantID string, p ledger.Policy) error {
+	return d.locked(ctx, []string{merchantID}, func(ctx context.Context, held map[string]heldLock) error {
+		if err := d.ledger.SetPolicy(ctx, merchantID, p); err != nil {
+			return err
+		}
+		if err := d.drop(ctx, held, merchantID); err != nil {
+			return fmt.Errorf("deduct: policy of %s is stored but the quota cache was not dropped; call again: %w", merchantID, err)
+		}
+		return nil
+	})
+}
+
 // lockCause makes err say ErrLockLost when ctx ended because a lock was lost.
 func lockCause(ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrLockLost) && !errors.Is(err, ErrLockLost) {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quota"
 )
 
@@ -57,7 +58,7 @@ var deductSrc string
 func (d *Deductor) deductAll(ctx context.Context, held map[string]heldLock, events []event.PaymentSucceeded, idx []int) (map[int]byte, error) {
 	codes := make(map[int]byte, len(idx))
 	todo := groupByMerchant(events, idx)
-	hydrate := make(map[string]int64)
+	hydrate := make(map[string]ledger.Balance)
 	nowMs := d.now().UnixMilli()
 	for round := 0; len(todo) > 0; round++ {
 		if round == 3 {
@@ -68,8 +69,8 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]heldLock, even
 		for k, g := range todo {
 			l := held[g.merchant]
 			key := d.keys.Quota(g.merchant)
-			if v, ok := hydrate[g.merchant]; ok {
-				h := quota.Hydrate(key, l.key, l.token, v, d.now())
+			if b, ok := hydrate[g.merchant]; ok {
+				h := quota.Hydrate(key, l.key, l.token, b.Available(), b.Policy().RedisFloor(), d.now())
 				calls, hydrates = append(calls, h), append(hydrates, h)
 			}
 			args := make([]any, 0, 2+2*len(g.events))
@@ -131,10 +132,10 @@ func (d *Deductor) deductAll(ctx context.Context, held map[string]heldLock, even
 				}
 				continue
 			}
-			if b.Available() > maxExact {
-				return nil, fmt.Errorf("deduct: balance %d of merchant %s exceeds 2^53-1, beyond exact Lua arithmetic", b.Available(), g.merchant)
+			if b.Available() > maxExact || b.Available() < -maxExact {
+				return nil, fmt.Errorf("deduct: balance %d of merchant %s is beyond ±(2^53-1), past exact Lua arithmetic", b.Available(), g.merchant)
 			}
-			hydrate[g.merchant] = b.Available()
+			hydrate[g.merchant] = b
 			todo = append(todo, g)
 		}
 	}

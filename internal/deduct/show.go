@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quota"
+	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // Pending is one unconfirmed deduction in Redis.
@@ -42,7 +44,10 @@ type View struct {
 	Credited int64
 	Debited  int64
 	Expected int64 // what remain should be: credited - debited - pending not in the ledger
-	Drift    int64 // Remain - Expected when Cached
+	Policy   ledger.Policy
+	// Alerts are the merchant's own low-balance thresholds; nil: the default.
+	Alerts *quotaevent.Alerts
+	Drift  int64 // Remain - Expected when Cached
 }
 
 // Show reads a merchant's Redis and MySQL state for an operator. It takes no
@@ -74,7 +79,10 @@ func (d *Deductor) Show(ctx context.Context, merchantID string) (View, error) {
 		return View{}, err
 	}
 	b, known := bals[merchantID]
-	v.Known, v.Credited, v.Debited = known, b.Credited, b.Debited
+	v.Known, v.Credited, v.Debited, v.Policy = known, b.Credited, b.Debited, b.Policy()
+	if a, own := b.OwnAlerts(); own {
+		v.Alerts = &a
+	}
 	v.Expected = b.Available()
 	for k, p := range v.Pending {
 		if _, in := existing[p.EventID]; in {

@@ -168,16 +168,18 @@ func checkEvents(r *Report, p Produced, rows map[string]ledger.Row) {
 		if _, ok := first[id]; !ok {
 			r.fail(Events, "ledger %s row %s (merchant %s) has no produced event", row.Kind, id, row.MerchantID)
 		}
-		if row.Kind == ledger.KindDebit && row.BalanceAfter != nil && *row.BalanceAfter < 0 {
-			r.fail(Overdraft, "debit %s left merchant %s at %d", id, row.MerchantID, *row.BalanceAfter)
-		}
 	}
 }
 
-// checkBalances: merchant_balance equals the ledger sums and is never negative.
+// checkBalances: merchant_balance equals the ledger sums, and neither it nor
+// any debit row's balance_after is below what the merchant's overdraft policy
+// allows (0 unless floor or overage).
 func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]ledger.Balance) {
 	sums := map[string]ledger.Balance{}
-	for _, row := range rows {
+	for id, row := range rows {
+		if row.Kind == ledger.KindDebit && row.BalanceAfter != nil && belowPolicy(balances[row.MerchantID].Policy(), *row.BalanceAfter) {
+			r.fail(Overdraft, "debit %s left merchant %s at %d (policy %s)", id, row.MerchantID, *row.BalanceAfter, balances[row.MerchantID].Policy())
+		}
 		s := sums[row.MerchantID]
 		switch row.Kind {
 		case ledger.KindCredit:
@@ -189,8 +191,8 @@ func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]le
 	}
 	r.Checked["merchants"] = len(balances)
 	for m, b := range balances {
-		if b.Debited > b.Credited {
-			r.fail(Overdraft, "merchant %s overdrawn: credited %d, debited %d", m, b.Credited, b.Debited)
+		if belowPolicy(b.Policy(), b.Available()) {
+			r.fail(Overdraft, "merchant %s overdrawn: credited %d, debited %d (policy %s)", m, b.Credited, b.Debited, b.Policy())
 		}
 		s := sums[m]
 		if s.Credited != b.Credited || s.Debited != b.Debited {
@@ -204,7 +206,7 @@ func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]le
 	}
 }
 
-// checkRedis: no loaded merchant's remain is negative; once settled, every
+// checkRedis: no loaded merchant's remain is below its policy's lowest; once settled, every
 // loaded merchant's remain equals credited - debited and nothing is pending.
 func checkRedis(ctx context.Context, r *Report, s State, balances map[string]ledger.Balance) error {
 	if s.Redis == nil {
@@ -234,8 +236,8 @@ func checkRedis(ctx context.Context, r *Report, s State, balances map[string]led
 			r.fail(Redis, "merchant %s redis hash %v unreadable: %v", m, hashes[i], err)
 			continue
 		}
-		if q.Remain < 0 {
-			r.fail(Overdraft, "merchant %s redis remain %d is negative", m, q.Remain)
+		if belowPolicy(balances[m].Policy(), q.Remain) {
+			r.fail(Overdraft, "merchant %s redis remain %d is below what policy %s allows", m, q.Remain, balances[m].Policy())
 		}
 		if !s.RedisSettled {
 			continue // in-flight p: deductions may still hold part of the balance
@@ -298,4 +300,10 @@ func judgeDeadLetter(r *Report, valid map[string]event.PaymentSucceeded, rec dlq
 	case v.MerchantID == e.MerchantID && v.Amount == e.Amount && !(exhausting && rec.Class == dlq.ClassExhausted):
 		r.fail(DLQ, "valid event %s (merchant %s, amount %d) dead-lettered from %s", e.EventID, e.MerchantID, e.Amount, where)
 	}
+}
+
+// belowPolicy reports a balance under the lowest the policy allows.
+func belowPolicy(p ledger.Policy, balance int64) bool {
+	lowest, bounded := p.Lowest()
+	return bounded && balance < lowest
 }

@@ -95,7 +95,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				rdb.Client.Del(ctx, rdb.Keys.Quota("m-3"))
 				exec("DELETE FROM merchant_balance WHERE merchant_id = 'm-3'")
 			})
-		}, "m-3 redis remain -1 is negative", Overdraft},
+		}, "m-3 redis remain -1 is below what policy reject allows", Overdraft},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,9 +28,11 @@ func takenTotals(rows []Row) (map[string]int64, []string) {
 }
 
 // setBalanceAfter walks rows in order from each merchant's balance before the
-// batch (its balance now plus what the batch took, see takenTotals).
+// batch (its balance now plus what the batch took, see takenTotals), and sets
+// each debit's overage (the part below zero, under the overage policy).
 func setBalanceAfter(rows []Row, bals []Balance, taken map[string]int64) {
 	running := make(map[string]int64, len(bals))
+	policies := policiesOf(bals)
 	for _, b := range bals {
 		running[b.MerchantID] = b.Available() + taken[b.MerchantID]
 	}
@@ -40,8 +42,10 @@ func setBalanceAfter(rows []Row, bals []Balance, taken map[string]int64) {
 			rows[i].BalanceAfter = nil
 			continue
 		}
+		rows[i].Overage = 0
 		switch rows[i].Kind {
 		case KindDebit:
+			rows[i].Overage = policies[rows[i].MerchantID].Overage(bal, rows[i].Amount)
 			bal -= rows[i].Amount
 		case KindCredit:
 			bal += rows[i].Amount
@@ -53,17 +57,27 @@ func setBalanceAfter(rows []Row, bals []Balance, taken map[string]int64) {
 }
 
 // staleRejection returns a *GuardError (Covered) for the first rejected row
-// that MySQL disagrees with, or nil. BalanceAfter is MySQL's balance at the row.
-func staleRejection(rows []Row) *GuardError {
+// that MySQL disagrees with, or nil. BalanceAfter is MySQL's balance at the
+// row; the merchant's policy (reject when absent) says what it covers.
+func staleRejection(rows []Row, policies map[string]Policy) *GuardError {
 	for _, r := range rows {
 		if r.Kind != KindRejected {
 			continue
 		}
 		unknown := r.BalanceAfter == nil
-		agrees := unknown == (r.Reason == ReasonUnknownMerchant) && (unknown || *r.BalanceAfter < r.Amount)
-		if !agrees {
+		covered := !unknown && policies[r.MerchantID].Covers(*r.BalanceAfter, r.Amount)
+		if unknown != (r.Reason == ReasonUnknownMerchant) || covered {
 			return &GuardError{MerchantID: r.MerchantID, Amount: r.Amount, Covered: true}
 		}
 	}
 	return nil
+}
+
+// policiesOf maps each balance's merchant to its policy.
+func policiesOf(bals []Balance) map[string]Policy {
+	out := make(map[string]Policy, len(bals))
+	for _, b := range bals {
+		out[b.MerchantID] = b.Policy()
+	}
+	return out
 }

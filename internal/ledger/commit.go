@@ -47,6 +47,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 		}
 	}
 	update, args, guarded := guardedDebit(merchants, debits)
+	wrote := false // the committed attempt wrote balance events
 	for attempt := 1; ; attempt++ {
 		err := s.inSQLTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if err := s.assignIDs(rows, fresh); err != nil {
@@ -66,11 +67,22 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 				return err
 			}
 			setBalanceAfter(rows, bals, debits)
-			if g := staleRejection(rows); g != nil {
+			if g := staleRejection(rows, policiesOf(bals)); g != nil {
 				return g
 			}
-			return s.insert(ctx, tx, rows)
+			if err := s.insert(ctx, tx, rows); err != nil {
+				return err
+			}
+			evs := s.batchEvents(rows, bals, debits)
+			wrote = len(evs) > 0
+			return writeOutbox(evs, func(q string, args []any) error {
+				_, err := s.exec(ctx, tx, q, args)
+				return err
+			})
 		})
+		if err == nil && wrote {
+			s.eventsWritten()
+		}
 		if !errors.Is(err, errGuardShort) {
 			return classify(err, rows)
 		}
@@ -99,7 +111,8 @@ var errGuardShort = errors.New("ledger: a balance guard refused its debit")
 //	UPDATE merchant_balance FORCE INDEX (PRIMARY)
 //	SET debited = debited + CASE merchant_id WHEN ? THEN ? ... END
 //	WHERE merchant_id IN (?, ...)
-//	  AND credited - debited >= CASE merchant_id WHEN ? THEN ? ... END
+//	  AND (overdraft_policy = 'overage'
+//	       OR credited - debited + overdraft_floor >= CASE merchant_id WHEN ? THEN ? ... END)
 //
 // A merchant whose guard fails (or who has no row) is not matched: fewer rows
 // than guarded. The hint keeps it locking through the primary key, in key
@@ -117,7 +130,7 @@ func guardedDebit(merchants []string, debits map[string]int64) (sql string, args
 	in, ids := InList(debited)
 	amount := "CASE merchant_id" + strings.Repeat(" WHEN ? THEN ?", len(debited)) + " END"
 	sql = "UPDATE merchant_balance FORCE INDEX (PRIMARY) SET debited = debited + " + amount +
-		" WHERE merchant_id IN (" + in + ") AND credited - debited >= " + amount
+		" WHERE merchant_id IN (" + in + ") AND (overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= " + amount + ")"
 	args = make([]any, 0, 2*len(pairs)+len(ids))
 	args = append(append(append(args, pairs...), ids...), pairs...)
 	return sql, args, len(debited)
@@ -144,7 +157,7 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 		return nil, err
 	}
 	for _, m := range debited {
-		if b, known := bals[m]; !known || b.Available() < debits[m] {
+		if b, known := bals[m]; !known || !b.Policy().Covers(b.Available(), debits[m]) {
 			return &GuardError{MerchantID: m, Amount: debits[m]}, nil
 		}
 	}
@@ -158,10 +171,10 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]Balance, error) {
 	in, args := InList(merchants)
 	bals := make([]Balance, 0, len(merchants))
-	err := s.query(ctx, tx, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
+	err := s.query(ctx, tx, "SELECT merchant_id, credited, debited, low_units, low_percent, overdraft_policy, overdraft_floor FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
 		args, func(rows *sql.Rows) error {
 			var b Balance
-			if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited); err != nil {
+			if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent, &b.PolicyKind, &b.OverdraftFloor); err != nil {
 				return err
 			}
 			bals = append(bals, b)
@@ -207,20 +220,20 @@ func InsertStatement(rows []Row) (string, []any) {
 }
 
 func insertSQL(rows int) string {
-	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	return "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at) VALUES " +
+	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	return "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, overage) VALUES " +
 		tuple + strings.Repeat(", "+tuple, rows-1)
 }
 
 func insertArgs(rows []Row) []any {
-	args := make([]any, 0, 11*len(rows))
+	args := make([]any, 0, 12*len(rows))
 	for _, r := range rows {
 		var after any
 		if r.BalanceAfter != nil {
 			after = *r.BalanceAfter
 		}
 		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, after,
-			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt)
+			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt, r.Overage)
 	}
 	return args
 }

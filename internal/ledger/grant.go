@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // Credit is one grant to record: ID is the grant id, the row's event_id.
@@ -39,6 +41,7 @@ func (s *Store) Grant(ctx context.Context, credits []Credit) ([]Credited, error)
 	// A concurrent insert of an id (not under our lock) fails the first attempt.
 	for attempt := 0; ; attempt++ {
 		var out []Credited
+		wrote := false // the committed attempt wrote balance events
 		err := s.inSQLTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			existing, err := s.existingEvents(ctx, prepared{stmts: s.stmts, tx: tx}, ids)
 			if err != nil {
@@ -49,7 +52,7 @@ func (s *Store) Grant(ctx context.Context, credits []Credit) ([]Credited, error)
 			if len(fresh) == 0 {
 				return nil
 			}
-			if err := s.writeCredits(ctx, tx, fresh); err != nil {
+			if wrote, err = s.writeCredits(ctx, tx, fresh); err != nil {
 				return err
 			}
 			byID := make(map[string]Row, len(fresh))
@@ -65,6 +68,9 @@ func (s *Store) Grant(ctx context.Context, credits []Credit) ([]Credited, error)
 		})
 		switch {
 		case err == nil:
+			if wrote {
+				s.eventsWritten()
+			}
 			return out, nil
 		case duplicate(err) && attempt == 0:
 			continue
@@ -108,15 +114,15 @@ func decideCredits(want []Row, existing map[string]Row) (out []Credited, fresh [
 }
 
 // writeCredits gives rows ids, raises each merchant's credited once (in
-// merchant order: no deadlock between batches), sets balance_after and
-// inserts the rows.
-func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, rows []Row) error {
+// merchant order: no deadlock between batches), sets balance_after, inserts
+// the rows and their balance events; it reports whether it wrote any event.
+func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, rows []Row) (bool, error) {
 	all := make([]int, len(rows))
 	for i := range all {
 		all[i] = i
 	}
 	if err := s.assignIDs(rows, all); err != nil {
-		return err
+		return false, err
 	}
 	moved, merchants := takenTotals(rows)
 	args := make([]any, 0, 2*len(merchants))
@@ -126,12 +132,43 @@ func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, rows []Row) error 
 	upsert := "INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES (?, ?, 0)" +
 		strings.Repeat(", (?, ?, 0)", len(merchants)-1) + " ON DUPLICATE KEY UPDATE credited = credited + VALUES(credited)"
 	if _, err := s.exec(ctx, tx, upsert, args); err != nil {
-		return fmt.Errorf("ledger: credit %d merchant(s): %w", len(merchants), err)
+		return false, fmt.Errorf("ledger: credit %d merchant(s): %w", len(merchants), err)
 	}
 	bals, err := s.balancesInTx(ctx, tx, merchants)
 	if err != nil {
-		return err
+		return false, err
 	}
 	setBalanceAfter(rows, bals, moved)
-	return s.insert(ctx, tx, rows)
+	if err := s.insert(ctx, tx, rows); err != nil {
+		return false, err
+	}
+	evs := s.creditEvents(rows, bals, moved)
+	return len(evs) > 0, writeOutbox(evs, func(q string, args []any) error {
+		_, err := s.exec(ctx, tx, q, args)
+		return err
+	})
+}
+
+// creditEvents lists the balance events of credit rows in order: each row's
+// balance is the merchant's after the batch (bals) less the credits that
+// follow it. A merchant that had neither credit nor debit before its first
+// grant is new, and a new merchant recovers nothing.
+func (s *Store) creditEvents(rows []Row, bals []Balance, moved map[string]int64) []quotaevent.Event {
+	at := make(map[string]Balance, len(bals))
+	for _, b := range bals {
+		b.Credited += moved[b.MerchantID] // moved is negative: what the batch credited
+		at[b.MerchantID] = b
+	}
+	var out []quotaevent.Event
+	for _, r := range rows {
+		b, known := at[r.MerchantID]
+		if !known {
+			continue
+		}
+		created := b.Credited == 0 && b.Debited == 0
+		b.Credited += r.Amount
+		at[r.MerchantID] = b
+		out = append(out, s.grantEvents(r, b, created)...)
+	}
+	return out
 }

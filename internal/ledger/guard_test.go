@@ -38,7 +38,7 @@ func TestGuardedDebit(t *testing.T) {
 			if n := strings.Count(sql, "?"); n != len(args) {
 				t.Fatalf("%d placeholders for %d args: %s", n, len(args), sql)
 			}
-			for _, want := range []string{"FORCE INDEX (PRIMARY)", "credited - debited >= CASE merchant_id"} {
+			for _, want := range []string{"FORCE INDEX (PRIMARY)", "overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= CASE merchant_id"} {
 				if !strings.Contains(sql, want) {
 					t.Fatalf("sql lacks %q: %s", want, sql)
 				}

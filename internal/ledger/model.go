@@ -37,17 +37,20 @@ const (
 
 // Row is one quota_ledger row.
 type Row struct {
-	ID           int64     `gorm:"column:id;primaryKey;autoIncrement:false"`
-	EventID      string    `gorm:"column:event_id"`
-	MerchantID   string    `gorm:"column:merchant_id"`
-	Kind         Kind      `gorm:"column:kind"`
-	Amount       int64     `gorm:"column:amount"`
-	BalanceAfter *int64    `gorm:"column:balance_after"` // nil: the merchant is unknown
-	Reason       string    `gorm:"column:reason"`
-	PaymentID    string    `gorm:"column:payment_id"`
-	Source       string    `gorm:"column:source"`
-	OccurredAt   time.Time `gorm:"column:occurred_at"`
-	CreatedAt    time.Time `gorm:"column:created_at"`
+	ID           int64  `gorm:"column:id;primaryKey;autoIncrement:false"`
+	EventID      string `gorm:"column:event_id"`
+	MerchantID   string `gorm:"column:merchant_id"`
+	Kind         Kind   `gorm:"column:kind"`
+	Amount       int64  `gorm:"column:amount"`
+	BalanceAfter *int64 `gorm:"column:balance_after"` // nil: the merchant is unknown
+	Reason       string `gorm:"column:reason"`
+	PaymentID    string `gorm:"column:payment_id"`
+	Source       string `gorm:"column:source"`
+	// Overage is the part of a debit below zero under the overage policy
+	// (set by Commit), else 0.
+	Overage    int64     `gorm:"column:overage"`
+	OccurredAt time.Time `gorm:"column:occurred_at"`
+	CreatedAt  time.Time `gorm:"column:created_at"`
 }
 
 // TableName is the GORM table of Row.
@@ -81,11 +84,18 @@ func (r Row) Check() error {
 
 // Balance is one merchant_balance row: the truth about a merchant's quota.
 type Balance struct {
-	MerchantID string    `gorm:"column:merchant_id;primaryKey"`
-	Credited   int64     `gorm:"column:credited"`
-	Debited    int64     `gorm:"column:debited"`
-	CreatedAt  time.Time `gorm:"column:created_at"`
-	UpdatedAt  time.Time `gorm:"column:updated_at"`
+	MerchantID string `gorm:"column:merchant_id;primaryKey"`
+	Credited   int64  `gorm:"column:credited"`
+	Debited    int64  `gorm:"column:debited"`
+	// LowUnits and LowPercent are the merchant's low-balance thresholds;
+	// both nil: the default (Options.Events.DefaultAlerts).
+	LowUnits   *int64 `gorm:"column:low_units"`
+	LowPercent *int   `gorm:"column:low_percent"`
+	// PolicyKind and OverdraftFloor are the overdraft policy (see Policy).
+	PolicyKind     PolicyKind `gorm:"column:overdraft_policy;default:reject"`
+	OverdraftFloor int64      `gorm:"column:overdraft_floor"`
+	CreatedAt      time.Time  `gorm:"column:created_at"`
+	UpdatedAt      time.Time  `gorm:"column:updated_at"`
 }
 
 // TableName is the GORM table of Balance.

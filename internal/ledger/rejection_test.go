@@ -11,20 +11,24 @@ func TestStaleRejection(t *testing.T) {
 		return Row{EventID: "e", MerchantID: "m", Kind: kind, Reason: reason, Amount: amount, BalanceAfter: after}
 	}
 	for _, tc := range []struct {
-		name  string
-		row   Row
-		stale bool
+		name   string
+		row    Row
+		policy Policy
+		stale  bool
 	}{
-		{"insufficient, MySQL short", row(KindRejected, ReasonInsufficient, 5, ptr(4)), false},
-		{"insufficient, MySQL exactly covers", row(KindRejected, ReasonInsufficient, 5, ptr(5)), true},
-		{"insufficient, MySQL covers", row(KindRejected, ReasonInsufficient, 5, ptr(50)), true},
-		{"insufficient, no balance row", row(KindRejected, ReasonInsufficient, 5, nil), true},
-		{"unknown, no balance row", row(KindRejected, ReasonUnknownMerchant, 5, nil), false},
-		{"unknown, balance row at zero", row(KindRejected, ReasonUnknownMerchant, 5, ptr(0)), true},
-		{"debit is not judged here", row(KindDebit, ReasonPayment, 5, ptr(0)), false},
+		{"insufficient, MySQL short", row(KindRejected, ReasonInsufficient, 5, ptr(4)), Policy{}, false},
+		{"insufficient, MySQL exactly covers", row(KindRejected, ReasonInsufficient, 5, ptr(5)), Policy{}, true},
+		{"insufficient, MySQL covers", row(KindRejected, ReasonInsufficient, 5, ptr(50)), Policy{}, true},
+		{"insufficient, no balance row", row(KindRejected, ReasonInsufficient, 5, nil), Policy{}, true},
+		{"unknown, no balance row", row(KindRejected, ReasonUnknownMerchant, 5, nil), Policy{}, false},
+		{"unknown, balance row at zero", row(KindRejected, ReasonUnknownMerchant, 5, ptr(0)), Policy{}, true},
+		{"debit is not judged here", row(KindDebit, ReasonPayment, 5, ptr(0)), Policy{}, false},
+		{"floor covers below zero", row(KindRejected, ReasonInsufficient, 5, ptr(0)), Policy{Kind: PolicyFloor, Floor: 5}, true},
+		{"floor short", row(KindRejected, ReasonInsufficient, 5, ptr(-1)), Policy{Kind: PolicyFloor, Floor: 5}, false},
+		{"overage covers everything", row(KindRejected, ReasonInsufficient, 5, ptr(-1000)), Policy{Kind: PolicyOverage}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := staleRejection([]Row{tc.row})
+			g := staleRejection([]Row{tc.row}, map[string]Policy{"m": tc.policy})
 			if (g != nil) != tc.stale {
 				t.Fatalf("staleRejection = %v, want stale %v", g, tc.stale)
 			}

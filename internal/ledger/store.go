@@ -27,6 +27,8 @@ type Options struct {
 	// negative: no bound; a larger batch waits for all of it): concurrent
 	// multi-row inserts contend inside InnoDB more than they run in parallel.
 	MaxRowsInFlight int
+	// Events are the balance events written to the outbox.
+	Events Events
 }
 
 func (o *Options) setDefaults() {

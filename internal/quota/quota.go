@@ -5,6 +5,8 @@
 //	              µs, so a re-created hash never repeats an earlier ver)
 //	p:<event_id>  "<amount>:<unix_ms>": a deduction not yet confirmed in
 //	              MySQL, and when it was made
+//	floor         how far below zero the overdraft policy lets remain go:
+//	              N, or "inf" (overage); absent: 0 (reject). Set at hydration.
 //
 // A hash without remain is missing: unknown, never zero. The write path's and
 // the reconciler's scripts write it only while the caller's token is in the
@@ -26,6 +28,7 @@ import (
 const (
 	FieldRemain   = "remain"
 	FieldVer      = "ver"
+	FieldFloor    = "floor"
 	pendingPrefix = "p:"
 )
 

@@ -83,7 +83,7 @@ func TestHydrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	hydrate := func(token string, remain int64) (bool, error) {
-		c := Hydrate(key, lock, token, remain, now)
+		c := Hydrate(key, lock, token, remain, "0", now)
 		Run(ctx, r.Client, c)
 		return c.Wrote()
 	}

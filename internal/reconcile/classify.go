@@ -12,11 +12,11 @@ import (
 // merchantInput is one merchant's consistent view: its quota hash read under
 // its lock, and its balance row and pending-event ledger rows from one snapshot.
 type merchantInput struct {
-	ID                string
-	Credited, Debited int64
-	Quota             map[string]string // HGETALL; empty when the key is missing
-	Confirmed         map[string]bool   // pending event ids that have a debit row of this merchant
-	Held              bool              // a critical finding from the ledger audit
+	ID string
+	balance
+	Quota     map[string]string // HGETALL; empty when the key is missing
+	Confirmed map[string]bool   // pending event ids that have a debit row of this merchant
+	Held      bool              // a critical finding from the ledger audit
 }
 
 type planKind int
@@ -32,6 +32,7 @@ type plan struct {
 	Kind      planKind
 	ExpectVer string
 	Remain    int64
+	Floor     string // planHydrate: the overdraft floor (quota.Hydrate)
 	Delete    []string
 }
 
@@ -63,12 +64,12 @@ func classify(in merchantInput, now time.Time, p Config) verdict {
 	}
 	// The ledger audit reports a negative balance of every merchant (and sets
 	// Held); this one covers a balance that went negative between the two reads.
-	if truth < 0 && !held {
+	below := in.belowPolicy()
+	if below && !held {
 		v.Findings = append(v.Findings, Finding{MerchantID: in.ID, Kind: KindNegativeBalance, RedisValue: remain,
-			Expected: truth, Delta: truth, Action: ActionReported,
-			Detail: fmt.Sprintf("credited=%d < debited=%d", in.Credited, in.Debited)})
+			Expected: truth, Delta: truth, Action: ActionReported, Detail: in.describe()})
 	}
-	held = held || truth < 0
+	held = held || below
 	if perr != nil {
 		v.Findings = append(v.Findings, Finding{MerchantID: in.ID, Kind: KindMalformed, RedisValue: remain,
 			Expected: truth, Action: ActionReported, Detail: perr.Error()})
@@ -85,7 +86,7 @@ func classify(in merchantInput, now time.Time, p Config) verdict {
 		case p.DryRun:
 			f.Action = ActionDryRun
 		default:
-			v.Plan = plan{Kind: planHydrate, Remain: truth}
+			v.Plan = plan{Kind: planHydrate, Remain: truth, Floor: in.Policy.RedisFloor()}
 		}
 		v.Findings = append(v.Findings, f)
 		return v

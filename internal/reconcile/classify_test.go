@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"github.com/quotaflow/billing/internal/ledger"
 	"reflect"
 	"strings"
 	"testing"
@@ -29,40 +30,44 @@ func TestClassify(t *testing.T) {
 		pol  Config
 		want want
 	}{
-		{"clean", merchantInput{Credited: 100, Debited: 30, Quota: h("70", "3")}, pol, want{}},
+		{"clean", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("70", "3")}, pol, want{}},
 		{"young pending is in-flight work, not drift",
-			merchantInput{Credited: 100, Debited: 30, Quota: h("65", "4", "p:e1", "5:"+young)}, pol, want{}},
-		{"redis high", merchantInput{Credited: 100, Debited: 30, Quota: h("80", "3")}, pol,
+			merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("65", "4", "p:e1", "5:"+young)}, pol, want{}},
+		{"redis high", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("80", "3")}, pol,
 			want{kinds: []Kind{KindRedisHigh}, plan: plan{Kind: planRepair, ExpectVer: "3", Remain: 70}, delta: []int64{10}, pending: []int64{0}}},
-		{"redis low with young pending kept", merchantInput{Credited: 100, Debited: 30, Quota: h("60", "3", "p:e1", "5:"+young)}, pol,
+		{"redis low with young pending kept", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("60", "3", "p:e1", "5:"+young)}, pol,
 			want{kinds: []Kind{KindRedisLow}, plan: plan{Kind: planRepair, ExpectVer: "3", Remain: 65}, delta: []int64{-5}, pending: []int64{5}}},
-		{"orphan is given back", merchantInput{Credited: 100, Debited: 30, Quota: h("65", "9", "p:e1", "5:"+old)}, pol,
+		{"orphan is given back", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("65", "9", "p:e1", "5:"+old)}, pol,
 			want{kinds: []Kind{KindOrphanPending}, plan: plan{Kind: planRepair, ExpectVer: "9", Remain: 70, Delete: []string{"p:e1"}},
 				delta: []int64{-5}, pending: []int64{5}}},
 		{"confirmed pending field is removed, remain kept",
-			merchantInput{Credited: 100, Debited: 35, Quota: h("65", "9", "p:e1", "5:"+young), Confirmed: map[string]bool{"e1": true}}, pol,
+			merchantInput{balance: balance{Credited: 100, Debited: 35}, Quota: h("65", "9", "p:e1", "5:"+young), Confirmed: map[string]bool{"e1": true}}, pol,
 			want{kinds: []Kind{KindStalePending}, plan: plan{Kind: planRepair, ExpectVer: "9", Remain: 65, Delete: []string{"p:e1"}},
 				delta: []int64{0}, pending: []int64{5}}},
-		{"drift and orphan together", merchantInput{Credited: 100, Debited: 30, Quota: h("75", "2", "p:e1", "5:"+old, "p:e2", "7:"+young)}, pol,
+		{"drift and orphan together", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("75", "2", "p:e1", "5:"+old, "p:e2", "7:"+young)}, pol,
 			want{kinds: []Kind{KindRedisHigh, KindOrphanPending}, plan: plan{Kind: planRepair, ExpectVer: "2", Remain: 63, Delete: []string{"p:e1"}},
 				delta: []int64{17, -5}, pending: []int64{12, 5}}},
-		{"missing key is hydrated", merchantInput{Credited: 100, Debited: 30}, pol,
-			want{kinds: []Kind{KindMissingKey}, plan: plan{Kind: planHydrate, Remain: 70}, delta: []int64{0}, pending: []int64{0}}},
-		{"missing key only reported without hydration", merchantInput{Credited: 100, Debited: 30}, Config{Grace: time.Minute, SkipHydrate: true},
+		{"missing key is hydrated", merchantInput{balance: balance{Credited: 100, Debited: 30}}, pol,
+			want{kinds: []Kind{KindMissingKey}, plan: plan{Kind: planHydrate, Remain: 70, Floor: "0"}, delta: []int64{0}, pending: []int64{0}}},
+		{"missing key only reported without hydration", merchantInput{balance: balance{Credited: 100, Debited: 30}}, Config{Grace: time.Minute, SkipHydrate: true},
 			want{kinds: []Kind{KindMissingKey}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
-		{"dry run", merchantInput{Credited: 100, Debited: 30, Quota: h("80", "3")}, Config{Grace: time.Minute, DryRun: true, SkipHydrate: true},
+		{"dry run", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("80", "3")}, Config{Grace: time.Minute, DryRun: true, SkipHydrate: true},
 			want{kinds: []Kind{KindRedisHigh}, action: ActionDryRun, delta: []int64{10}, pending: []int64{0}}},
-		{"over ceiling", merchantInput{Credited: 5000, Debited: 0, Quota: h("0", "3")}, pol,
+		{"over ceiling", merchantInput{balance: balance{Credited: 5000, Debited: 0}, Quota: h("0", "3")}, pol,
 			want{kinds: []Kind{KindRedisLow}, action: ActionOverCeiling, delta: []int64{-5000}, pending: []int64{0}}},
-		{"held by a critical ledger finding", merchantInput{Credited: 100, Debited: 30, Quota: h("80", "3"), Held: true}, pol,
+		{"held by a critical ledger finding", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("80", "3"), Held: true}, pol,
 			want{kinds: []Kind{KindRedisHigh}, action: ActionReported, delta: []int64{10}, pending: []int64{0}}},
-		{"negative balance is reported and holds the repair", merchantInput{Credited: 10, Debited: 20, Quota: h("5", "3")}, pol,
+		{"negative balance is reported and holds the repair", merchantInput{balance: balance{Credited: 10, Debited: 20}, Quota: h("5", "3")}, pol,
 			want{kinds: []Kind{KindNegativeBalance, KindRedisHigh}, action: ActionReported, delta: []int64{-10, 15}, pending: []int64{0, 0}}},
-		{"negative balance already reported by the ledger audit", merchantInput{Credited: 10, Debited: 20, Quota: h("5", "3"), Held: true}, pol,
+		{"negative balance already reported by the ledger audit", merchantInput{balance: balance{Credited: 10, Debited: 20}, Quota: h("5", "3"), Held: true}, pol,
 			want{kinds: []Kind{KindRedisHigh}, action: ActionReported, delta: []int64{15}, pending: []int64{0}}},
-		{"malformed remain", merchantInput{Credited: 10, Quota: h("ten", "3")}, pol,
+		{"negative within the floor is no finding", merchantInput{balance: balance{Credited: 10, Debited: 20, Policy: ledger.Policy{Kind: ledger.PolicyFloor, Floor: 10}}, Quota: h("-10", "3")}, pol, want{}},
+		{"below the floor is reported and holds the repair", merchantInput{balance: balance{Credited: 10, Debited: 21, Policy: ledger.Policy{Kind: ledger.PolicyFloor, Floor: 10}}, Quota: h("-10", "3")}, pol,
+			want{kinds: []Kind{KindNegativeBalance, KindRedisHigh}, action: ActionReported, delta: []int64{-11, 1}, pending: []int64{0, 0}}},
+		{"overage: any negative balance is no finding", merchantInput{balance: balance{Credited: 10, Debited: 900, Policy: ledger.Policy{Kind: ledger.PolicyOverage}}, Quota: h("-890", "3")}, pol, want{}},
+		{"malformed remain", merchantInput{balance: balance{Credited: 10}, Quota: h("ten", "3")}, pol,
 			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
-		{"malformed pending", merchantInput{Credited: 10, Quota: h("10", "3", "p:e1", "5")}, pol,
+		{"malformed pending", merchantInput{balance: balance{Credited: 10}, Quota: h("10", "3", "p:e1", "5")}, pol,
 			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
 	}
 	for _, c := range cases {
@@ -197,7 +202,7 @@ func TestBaseOf(t *testing.T) {
 }
 
 func TestAuditLedger(t *testing.T) {
-	ok := ledgerView{Balance: balance{100, 30}, Base: checkpoint{LastID: 9, Credited: 60, Debited: 20}, SettledCredit: 30, FreshCredit: 10, SettledDebit: 10}
+	ok := ledgerView{Balance: balance{Credited: 100, Debited: 30}, Base: checkpoint{LastID: 9, Credited: 60, Debited: 20}, SettledCredit: 30, FreshCredit: 10, SettledDebit: 10}
 	if f := auditLedger("m", ok); len(f) != 0 {
 		t.Fatalf("consistent view: %+v", f)
 	}
@@ -207,7 +212,7 @@ func TestAuditLedger(t *testing.T) {
 	if len(f) != 1 || f[0].Kind != KindLedgerMismatch || f[0].Expected != 34 || f[0].Delta != -4 || f[0].Action != ActionReported {
 		t.Fatalf("debit mismatch: %+v", f)
 	}
-	neg := ledgerView{Balance: balance{10, 20}, SettledCredit: 10, SettledDebit: 20}
+	neg := ledgerView{Balance: balance{Credited: 10, Debited: 20}, SettledCredit: 10, SettledDebit: 20}
 	if f := auditLedger("m", neg); len(f) != 1 || f[0].Kind != KindNegativeBalance || f[0].Delta != -10 {
 		t.Fatalf("negative: %+v", f)
 	}

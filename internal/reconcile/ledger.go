@@ -93,11 +93,11 @@ func readBases(ctx context.Context, tx *sql.Tx, merchants []string, bound int64,
 		var m string
 		var v ledgerView
 		var cp checkpoint
-		err := rows.Scan(&m, &v.Balance.Credited, &v.Balance.Debited, &cp.LastID, &cp.Credited, &cp.Debited)
+		err := rows.Scan(&m, &v.Balance.Credited, &v.Balance.Debited, &v.Balance.Policy.Kind, &v.Balance.Policy.Floor, &cp.LastID, &cp.Credited, &cp.Debited)
 		v.Base, v.Stale = baseOf(cp, bound, full)
 		views[m] = v
 		return err
-	}, `SELECT b.merchant_id, b.credited, b.debited,
+	}, `SELECT b.merchant_id, b.credited, b.debited, b.overdraft_policy, b.overdraft_floor,
 		COALESCE(c.last_ledger_id, 0), COALESCE(c.credited, 0), COALESCE(c.debited, 0)
 		FROM merchant_balance b LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id
 		WHERE b.merchant_id IN (`+in+`)`, args...)
@@ -140,10 +140,9 @@ func readSums(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, 
 func auditLedger(m string, v ledgerView) []Finding {
 	var out []Finding
 	b := v.Balance
-	if b.Credited < b.Debited {
+	if b.belowPolicy() {
 		out = append(out, Finding{MerchantID: m, Kind: KindNegativeBalance, Expected: b.Credited - b.Debited,
-			Delta: b.Credited - b.Debited, Action: ActionReported,
-			Detail: fmt.Sprintf("credited=%d < debited=%d", b.Credited, b.Debited)})
+			Delta: b.Credited - b.Debited, Action: ActionReported, Detail: b.describe()})
 	}
 	for _, side := range []struct {
 		name          string

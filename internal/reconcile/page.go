@@ -62,7 +62,7 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 			}
 		}
 		held := t.held(m)
-		v := classify(merchantInput{ID: m, Credited: b.Credited, Debited: b.Debited, Quota: hashes[i],
+		v := classify(merchantInput{ID: m, balance: b, Quota: hashes[i],
 			Confirmed: confirmed, Held: held}, now, r.cfg)
 		applied, err := r.execute(ctx, m, locks[m].Token(), &v)
 		out.Findings = append(out.Findings, v.Findings...)
@@ -97,7 +97,7 @@ func (r *Reconciler) execute(ctx context.Context, m, token string, v *verdict) (
 	key, lockKey := r.keys.Quota(m), r.keys.Lock(m)
 	c := &quota.Call{Script: r.repair, Keys: []string{key, lockKey}, Args: []any{token, v.Plan.ExpectVer, v.Plan.Remain}}
 	if v.Plan.Kind == planHydrate {
-		c = quota.Hydrate(key, lockKey, token, v.Plan.Remain, r.now())
+		c = quota.Hydrate(key, lockKey, token, v.Plan.Remain, v.Plan.Floor, r.now())
 	}
 	for _, f := range v.Plan.Delete {
 		c.Args = append(c.Args, f)

@@ -13,6 +13,18 @@ import (
 // balance is a merchant_balance row.
 type balance struct {
 	Credited, Debited int64
+	Policy            ledger.Policy
+}
+
+// belowPolicy reports a balance under the lowest its overdraft policy allows.
+func (b balance) belowPolicy() bool {
+	lowest, bounded := b.Policy.Lowest()
+	return bounded && b.Credited-b.Debited < lowest
+}
+
+// describe says how the balance breaks its policy.
+func (b balance) describe() string {
+	return fmt.Sprintf("credited=%d - debited=%d is below what the overdraft policy %s allows", b.Credited, b.Debited, b.Policy)
 }
 
 // maxInList bounds the values of one IN (...) list.
@@ -28,10 +40,10 @@ func readTruth(ctx context.Context, db *sql.DB, merchants, eventIDs []string) (m
 			err := query(ctx, tx, "read balances", func(rows *sql.Rows) error {
 				var m string
 				var b balance
-				err := rows.Scan(&m, &b.Credited, &b.Debited)
+				err := rows.Scan(&m, &b.Credited, &b.Debited, &b.Policy.Kind, &b.Policy.Floor)
 				balances[m] = b
 				return err
-			}, "SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN ("+in+")", args...)
+			}, "SELECT merchant_id, credited, debited, overdraft_policy, overdraft_floor FROM merchant_balance WHERE merchant_id IN ("+in+")", args...)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,241 @@
+// Package outbox is the relay of balance events: it publishes the rows the
+// ledger's transactions wrote to quota_outbox, in seq order, with kafka-go,
+// then marks them sent and later prunes them. Delivery is at least once: a
+// crash between the broker's acknowledgement and the mark publishes a row
+// again, with the same id; consumers dedupe by id. One relay of all running
+// workers publishes at a time (a MySQL named lock held by its connection), so
+// a merchant's events reach the topic in its ledger order.
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/quotaevent"
+)
+
+// Writer publishes messages (a *kafka.Writer, synchronous, acks=all).
+type Writer interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// Config tunes a Relay. The zero value is valid.
+type Config struct {
+	BatchSize  int           // rows per publish (default 500)
+	Poll       time.Duration // how often an idle relay looks (default 200ms; Wake looks at once)
+	Retention  time.Duration // how long sent rows stay before they are pruned (0: at the next prune)
+	PruneEvery time.Duration // how often sent rows are pruned and the backlog counted (default 5s)
+	LockName   string        // the MySQL named lock of the one active relay (default billing.quota_outbox.relay)
+}
+
+func (c *Config) setDefaults() {
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	if c.Poll <= 0 {
+		c.Poll = 200 * time.Millisecond
+	}
+	c.Retention = max(c.Retention, 0)
+	if c.PruneEvery <= 0 {
+		c.PruneEvery = 5 * time.Second
+	}
+	if c.LockName == "" {
+		c.LockName = "billing.quota_outbox.relay"
+	}
+}
+
+// Relay publishes the outbox. Run it once per process.
+type Relay struct {
+	db   *sql.DB
+	w    Writer
+	log  *zap.Logger
+	m    *Metrics
+	cfg  Config
+	wake chan struct{}
+	now  func() time.Time
+}
+
+// New returns a Relay; m may be nil (unregistered metrics).
+func New(db *sql.DB, w Writer, log *zap.Logger, m *Metrics, cfg Config) (*Relay, error) {
+	if m == nil {
+		var err error
+		if m, err = NewMetrics(nil); err != nil {
+			return nil, err
+		}
+	}
+	cfg.setDefaults()
+	return &Relay{db: db, w: w, log: log, m: m, cfg: cfg, wake: make(chan struct{}, 1), now: time.Now}, nil
+}
+
+// Wake makes an idle relay look at the outbox now (after a commit wrote to it).
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run relays until ctx ends; it returns nil then. While another process
+// holds the relay lock it waits; MySQL or broker failures are retried.
+func (r *Relay) Run(ctx context.Context) error {
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
+		backoff.WithMaxElapsedTime(0))
+	for ctx.Err() == nil {
+		err := r.lead(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			r.m.errors.WithLabelValues("mysql").Inc()
+			r.log.Warn("balance-event relay: MySQL failed, retrying", zap.Error(err))
+		} else {
+			bo.Reset() // another process relays; look again later
+		}
+		if !r.sleep(ctx, max(bo.NextBackOff(), 10*r.cfg.Poll)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// lead takes the relay lock on a connection of its own and relays while it
+// holds it. nil: another process holds it, or ctx ended.
+func (r *Relay) lead(ctx context.Context) error {
+	c, err := r.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("outbox: connection: %w", err)
+	}
+	defer c.Close()
+	var got sql.NullInt64
+	if err := c.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", r.cfg.LockName).Scan(&got); err != nil {
+		return fmt.Errorf("outbox: take the relay lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		return nil
+	}
+	r.m.leader.Set(1)
+	defer r.m.leader.Set(0)
+	defer func() {
+		// Closing the connection frees the lock too; this says so at once.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_, _ = c.ExecContext(rctx, "DO RELEASE_LOCK(?)", r.cfg.LockName)
+	}()
+	return r.relay(ctx, c)
+}
+
+// relay publishes batch after batch on c (which holds the lock) until ctx
+// ends (nil) or MySQL fails (its error: the lock may be gone with the
+// connection). A failed publish is retried with backoff; the backlog is
+// still counted meanwhile.
+func (r *Relay) relay(ctx context.Context, c *sql.Conn) error {
+	var pruned time.Time
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
+		backoff.WithMaxElapsedTime(0))
+	for {
+		if r.now().Sub(pruned) >= r.cfg.PruneEvery {
+			if err := r.housekeep(ctx, c); err != nil {
+				return ignoreEnd(ctx, err)
+			}
+			pruned = r.now()
+		}
+		rows, err := unsent(ctx, c, r.cfg.BatchSize)
+		if err != nil {
+			return ignoreEnd(ctx, err)
+		}
+		wait := r.cfg.Poll
+		if len(rows) > 0 {
+			if err := r.publish(ctx, rows); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				wait = bo.NextBackOff()
+				r.m.errors.WithLabelValues("publish").Inc()
+				r.log.Warn("balance events not published, retrying", zap.Int("events", len(rows)),
+					zap.String("first_id", rows[0].event.ID), zap.Duration("wait", wait), zap.Error(err))
+				if !r.sleep(ctx, wait) {
+					return nil
+				}
+				continue
+			}
+			bo.Reset()
+			if err := markSent(ctx, c, rows, r.now().UTC()); err != nil {
+				return ignoreEnd(ctx, err)
+			}
+		}
+		if len(rows) < r.cfg.BatchSize && !r.idle(ctx, wait) {
+			return nil
+		}
+	}
+}
+
+// publish writes rows in one synchronous request set (acks=all).
+func (r *Relay) publish(ctx context.Context, rows []row) error {
+	msgs := make([]kafka.Message, 0, len(rows))
+	for _, row := range rows {
+		msgs = append(msgs, kafka.Message{Key: []byte(row.event.MerchantID), Value: quotaevent.Encode(row.event)})
+	}
+	if err := r.w.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("outbox: publish %d events: %w", len(msgs), err)
+	}
+	r.m.published.Add(float64(len(msgs)))
+	return nil
+}
+
+// housekeep prunes sent rows past the retention and counts the backlog.
+func (r *Relay) housekeep(ctx context.Context, c *sql.Conn) error {
+	n, err := prune(ctx, c, r.now().UTC().Add(-r.cfg.Retention))
+	r.m.pruned.Add(float64(n))
+	if err != nil {
+		return err
+	}
+	count, oldest, err := backlog(ctx, c)
+	if err != nil {
+		return err
+	}
+	r.m.unsent.Set(float64(count))
+	age := 0.0
+	if count > 0 {
+		age = max(r.now().Sub(oldest).Seconds(), 0)
+	}
+	r.m.oldestSeconds.Set(age)
+	return nil
+}
+
+// idle waits for d or a Wake; false when ctx ended.
+func (r *Relay) idle(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-r.wake:
+	case <-t.C:
+	}
+	return true
+}
+
+func (r *Relay) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// ignoreEnd turns an error caused by ctx ending into nil.
+func ignoreEnd(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
