@@ -23,17 +23,14 @@ var chartDir = filepath.Join("helm", "billing")
 // (release "billing"), schema-checked as helm install would.
 func renderHelm(t *testing.T, values map[string]any) *manifests {
 	t.Helper()
-	chart, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatalf("load chart: %v", err)
-	}
-	vals, err := chartutil.ToRenderValues(chart, values,
-		chartutil.ReleaseOptions{Name: "billing", Namespace: "billing", Revision: 1, IsInstall: true},
-		chartutil.DefaultCapabilities)
-	if err != nil {
-		t.Fatalf("values: %v", err)
-	}
-	files, err := engine.Render(chart, vals)
+	return renderHelmIn(t, values, nil)
+}
+
+// renderHelmIn renders against a cluster's objects (what the chart's lookup
+// finds); nil is no cluster, as helm template.
+func renderHelmIn(t *testing.T, values map[string]any, cluster engine.ClientProvider) *manifests {
+	t.Helper()
+	files, err := helmFiles(t, values, cluster)
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
@@ -46,13 +43,36 @@ func renderHelm(t *testing.T, values map[string]any) *manifests {
 	return m
 }
 
+// helmFiles are the chart's rendered files: an error is a value the
+// schema or a template refuses.
+func helmFiles(t *testing.T, values map[string]any, cluster engine.ClientProvider) (map[string]string, error) {
+	t.Helper()
+	chart, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatalf("load chart: %v", err)
+	}
+	vals, err := chartutil.ToRenderValues(chart, values,
+		chartutil.ReleaseOptions{Name: "billing", Namespace: "billing", Revision: 1, IsInstall: true},
+		chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	if cluster == nil {
+		return engine.Render(chart, vals)
+	}
+	return engine.RenderWithClientProvider(chart, vals, cluster)
+}
+
 // helmEverything turns on every optional part of the chart.
 func helmEverything() map[string]any {
-	return map[string]any{"metrics": map[string]any{
-		"serviceMonitor": map[string]any{"enabled": true},
-		"prometheusRule": map[string]any{"enabled": true},
-		"dashboard":      map[string]any{"enabled": true},
-	}}
+	return map[string]any{
+		"metrics": map[string]any{
+			"serviceMonitor": map[string]any{"enabled": true},
+			"prometheusRule": map[string]any{"enabled": true},
+			"dashboard":      map[string]any{"enabled": true},
+		},
+		"admin": map[string]any{"enabled": true},
+	}
 }
 
 // renderings are both ways to deploy, each held against the same checks.
@@ -130,6 +150,15 @@ func TestHelmValuesSchema(t *testing.T) {
 		{"a secret key named by no *_FILE variable", map[string]any{"secrets": map[string]any{"keys": map[string]any{"token": "TOKEN_FILE"}}}},
 		{"a port out of range", map[string]any{"metrics": map[string]any{"port": 70000}}},
 		{"a non-string config value", map[string]any{"config": map[string]any{"LOCK_TTL": 30}}},
+		{"an admin port out of range", map[string]any{"admin": map[string]any{"port": 0}}},
+		{"an admin rate config refuses", map[string]any{"admin": map[string]any{"rateLimit": "fast"}}},
+		{"an admin rate of zero", map[string]any{"admin": map[string]any{"rateLimit": "0,5"}}},
+		{"an admin burst of zero", map[string]any{"admin": map[string]any{"rateLimit": "5,0"}}},
+		{"the admin port open to every pod", map[string]any{"admin": map[string]any{"from": []any{}}}},
+		{"an empty admin peer", map[string]any{"admin": map[string]any{"from": []any{map[string]any{}}}}},
+		{"an admin token key that is no file name", map[string]any{"admin": map[string]any{"token": map[string]any{"key": "a/b"}}}},
+		{"a misspelt admin field", map[string]any{"admin": map[string]any{"enable": true}}},
+		{"admin enabled as a string", map[string]any{"admin": map[string]any{"enabled": "true"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

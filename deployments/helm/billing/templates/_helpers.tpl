@@ -86,3 +86,7 @@ checksum/config: {{ include "billing.configData" . | sha256sum }}
 checksum/secret: {{ toJson .Values.secrets.values | sha256sum }}
 {{- end }}
 {{- end -}}
+
+{{- define "billing.adminSecretName" -}}
+{{- default (printf "%s-admin" (include "billing.fullname" .)) .Values.admin.token.existingSecret -}}
+{{- end -}}
