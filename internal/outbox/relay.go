@@ -209,27 +209,22 @@ func (r *Relay) housekeep(ctx context.Context, c *sql.Conn) error {
 }
 
 // idle waits for d or a Wake; false when ctx ended.
-func (r *Relay) idle(ctx context.Context, d time.Duration) bool {
+func (r *Relay) idle(ctx context.Context, d time.Duration) bool { return wait(ctx, d, r.wake) }
+
+// sleep waits for d; false when ctx ended.
+func (r *Relay) sleep(ctx context.Context, d time.Duration) bool { return wait(ctx, d, nil) }
+
+// wait waits for d or a value on wake (nil: none); false when ctx ended.
+func wait(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-r.wake:
+	case <-wake:
 	case <-t.C:
 	}
 	return true
-}
-
-func (r *Relay) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // ignoreEnd turns an error caused by ctx ending into nil.

@@ -159,47 +159,18 @@ func (g *rig) published() (map[string][]quotaevent.Message, map[string]int) {
 	return out, copies
 }
 
-// truth replays every merchant's ledger rows in id order from zero and
-// returns the events the running balance implies, per merchant.
+// truth is what the ledger's rows imply, per merchant, as "id before->after".
 func (g *rig) truth(events ledger.Events) map[string][]string {
 	g.t.Helper()
 	var rows []ledger.Row
 	if err := g.db.Order("id").Find(&rows).Error; err != nil {
 		g.t.Fatal(err)
 	}
-	type state struct{ balance, credited int64 }
-	st := map[string]*state{}
 	out := map[string][]string{}
 	lv := quotaevent.Levels{Alerts: events.DefaultAlerts}
-	for _, r := range rows {
-		s := st[r.MerchantID]
-		first := s == nil
-		if first {
-			s = &state{}
-			st[r.MerchantID] = s
-		}
-		var evs []quotaevent.Event
-		c := quotaevent.Change{CausedBy: r.EventID, Before: s.balance, CreditedBefore: s.credited}
-		switch r.Kind {
-		case ledger.KindCredit:
-			c.After, c.Credit = s.balance+r.Amount, true
-			evs = append(evs, quotaevent.NewEvent(quotaevent.Granted, r.MerchantID, r.EventID, c.Before, c.After, nil, r.CreatedAt))
-			if !first {
-				evs = append(evs, quotaevent.Crossed(r.MerchantID, c, lv, r.CreatedAt)...)
-			}
-			s.credited += r.Amount
-		case ledger.KindDebit:
-			c.After = s.balance - r.Amount
-			evs = quotaevent.Crossed(r.MerchantID, c, lv, r.CreatedAt)
-		default:
-			continue
-		}
-		s.balance = c.After
-		if r.BalanceAfter == nil || *r.BalanceAfter != s.balance {
-			g.t.Fatalf("row %s: balance_after %v, running balance %d", r.EventID, r.BalanceAfter, s.balance)
-		}
+	for m, evs := range ledger.Replay(rows, func(string) quotaevent.Levels { return lv }) {
 		for _, e := range evs {
-			out[r.MerchantID] = append(out[r.MerchantID], fmt.Sprintf("%s %d->%d", e.ID, e.BalanceBefore, e.BalanceAfter))
+			out[m] = append(out[m], fmt.Sprintf("%s %d->%d", e.ID, e.BalanceBefore, e.BalanceAfter))
 		}
 	}
 	return out
