@@ -80,13 +80,18 @@ func newRig(t *testing.T, events ledger.Events) *rig {
 // run starts a relay publishing through w; stop ends it and waits.
 func (g *rig) run(w Writer, cfg Config) (stop func()) {
 	g.t.Helper()
+	return g.runWith(w, cfg, g.m)
+}
+
+func (g *rig) runWith(w Writer, cfg Config, m *Metrics) (stop func()) {
+	g.t.Helper()
 	sqlDB, err := g.db.DB()
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	cfg.Poll = 10 * time.Millisecond
 	cfg.PruneEvery = 20 * time.Millisecond
-	r, err := New(sqlDB, w, zap.NewNop(), g.m, cfg)
+	r, err := New(sqlDB, w, zap.NewNop(), m, cfg)
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -399,5 +404,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting: %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOneRelayAtATime: of two relays on one database one publishes, the
+// other stands by; when the first stops, the second takes over and
+// publishes what came since.
+func TestOneRelayAtATime(t *testing.T) {
+	g := newRig(t, ledger.Events{})
+	ctx := context.Background()
+	m1, m2 := g.m, func() *Metrics { m, _ := NewMetrics(nil); return m }()
+	stop1 := g.runWith(g.writer, Config{}, m1)
+	waitFor(t, "the first relay leads", func() bool { return testutil.ToFloat64(m1.leader) == 1 })
+	stop2 := g.runWith(g.writer, Config{}, m2)
+	defer stop2()
+	if _, _, err := g.store.Grant(ctx, "m-1", 10, "g-1"); err != nil {
+		t.Fatal(err)
+	}
+	g.waitDrained()
+	time.Sleep(200 * time.Millisecond) // the second relay's tries to lead
+	if testutil.ToFloat64(m2.leader) != 0 || testutil.ToFloat64(m2.published) != 0 {
+		t.Fatal("the second relay published while the first held the lock")
+	}
+	stop1()
+	if _, _, err := g.store.Grant(ctx, "m-2", 10, "g-2"); err != nil {
+		t.Fatal(err)
+	}
+	g.waitDrained()
+	if testutil.ToFloat64(m2.published) != 1 || testutil.ToFloat64(m1.published) != 1 {
+		t.Fatalf("published: first %v, second %v; want 1 each", testutil.ToFloat64(m1.published), testutil.ToFloat64(m2.published))
 	}
 }
