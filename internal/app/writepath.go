@@ -159,7 +159,7 @@ type Operator struct {
 	WorkerID int // the leased Snowflake worker ID
 	// DefaultAlerts are the thresholds of merchants without their own (QUOTA_LOW_DEFAULT).
 	DefaultAlerts quotaevent.Alerts
-	svc      *services
+	svc           *services
 	*writePath
 	stopLease context.CancelFunc
 	leaseDone chan error
@@ -194,7 +194,6 @@ func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Op
 	go func() { op.leaseDone <- wp.lease.Run(leaseCtx) }()
 	return op, nil
 }
-
 
 // Close releases the lease and the connections.
 func (o *Operator) Close() error {
