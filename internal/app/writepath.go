@@ -64,6 +64,9 @@ func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *se
 	return wp, nil
 }
 
+// Ledger is the MySQL side, for settings that need no merchant lock.
+func (wp *writePath) Ledger() *ledger.Store { return wp.store }
+
 func (wp *writePath) close() {
 	if wp.locks != nil {
 		wp.locks.Close()
@@ -191,9 +194,6 @@ func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Op
 	go func() { op.leaseDone <- wp.lease.Run(leaseCtx) }()
 	return op, nil
 }
-
-// Ledger is the MySQL side, for settings that need no merchant lock.
-func (o *Operator) Ledger() *ledger.Store { return o.store }
 
 // Close releases the lease and the connections.
 func (o *Operator) Close() error {

@@ -3,8 +3,6 @@ package deduct
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -18,9 +16,8 @@ import (
 func TestNoOverdraftUnderConcurrency(t *testing.T) {
 	e := newEnv(t)
 	const (
-		workers = 64
-		events  = 10_000
-		quota   = 1_000
+		events = 10_000
+		quota  = 1_000
 	)
 	others := []string{"m-1", "m-2", "m-3"}
 	e.grant("hot", quota)
@@ -28,60 +25,10 @@ func TestNoOverdraftUnderConcurrency(t *testing.T) {
 		e.grant(m, 1_000_000)
 	}
 
-	var applied, rejected, otherSent, retries atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			var mine []int
-			for i := w; i < events; i += workers {
-				mine = append(mine, i)
-			}
-			for len(mine) > 0 {
-				n := min(1+rng.IntN(40), len(mine))
-				var batch []event.PaymentSucceeded
-				for _, i := range mine[:n] {
-					batch = append(batch, pay(fmt.Sprintf("hot-%d", i), "hot", 1))
-					if rng.IntN(8) == 0 {
-						m := others[rng.IntN(len(others))]
-						batch = append(batch, pay(fmt.Sprintf("%s-%d", m, i), m, 1))
-						otherSent.Add(1)
-					}
-				}
-				mine = mine[n:]
-				res, err := applyRetrying(e.d, batch, &retries)
-				if err != nil {
-					errs <- err
-					return
-				}
-				for k, r := range res {
-					switch {
-					case batch[k].MerchantID != "hot" && (r.Outcome == Applied || r.Outcome == Duplicate):
-					case r.Outcome == Applied:
-						applied.Add(1)
-					case r.Outcome == Insufficient:
-						rejected.Add(1)
-					case r.Outcome == Duplicate && retries.Load() > 0:
-						// a retry of a batch whose first try was recorded
-					default:
-						errs <- fmt.Errorf("event %s: unexpected %+v", batch[k].EventID, r)
-						return
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	t.Logf("batches retried after a transient error: %d", retries.Load())
-	if retries.Load() == 0 && (applied.Load() != quota || rejected.Load() != events-quota) {
-		t.Errorf("outcomes: %d applied, %d insufficient; want %d and %d", applied.Load(), rejected.Load(), quota, events-quota)
+	run := runHot(t, e, events, others, nil)
+	t.Logf("batches retried after a transient error: %d", run.retries)
+	if run.retries == 0 && (run.applied != quota || run.rejected != events-quota) {
+		t.Errorf("outcomes: %d applied, %d insufficient; want %d and %d", run.applied, run.rejected, quota, events-quota)
 	}
 	sums, err := e.sums(context.Background(), []string{"hot"})
 	if err != nil {
@@ -100,7 +47,7 @@ func TestNoOverdraftUnderConcurrency(t *testing.T) {
 	if err := e.mysql.DB.Model(&ledger.Row{}).Where("kind <> 'credit'").Count(&rows).Error; err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(events) + otherSent.Load(); rows != want {
+	if want := int64(events) + run.otherSent; rows != want {
 		t.Errorf("%d ledger rows, want one per event (%d)", rows, want)
 	}
 	e.checkConsistent()

@@ -12,13 +12,20 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
+// hotRun is what runHot did.
+type hotRun struct {
+	applied, rejected int64 // of the hot merchant's events
+	otherSent         int64 // events of the other merchants mixed in
+	retries           int64 // batches tried again after a transient error
+}
+
 // runHot sends events of 1 for merchant "hot" from 64 goroutines in batches of
-// varying size, while raise (if not nil) lies to Redis now and then, and
-// returns how many were applied and rejected.
-func runHot(t *testing.T, e *env, events int, raise func()) (applied, rejected int64) {
+// varying size, now and then with an event of one of others (shared between
+// goroutines), while raise (if not nil) lies to Redis now and then.
+func runHot(t *testing.T, e *env, events int, others []string, raise func()) hotRun {
 	t.Helper()
 	const workers = 64
-	var nApplied, nRejected, retries atomic.Int64
+	var nApplied, nRejected, otherSent, retries atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
@@ -28,8 +35,13 @@ func runHot(t *testing.T, e *env, events int, raise func()) (applied, rejected i
 			rng := rand.New(rand.NewPCG(uint64(w), 9))
 			for i := w; i < events; {
 				var batch []event.PaymentSucceeded
-				for n := 1 + rng.IntN(30); n > 0 && i < events; n, i = n-1, i+workers {
+				for n := 1 + rng.IntN(40); n > 0 && i < events; n, i = n-1, i+workers {
 					batch = append(batch, pay(fmt.Sprintf("hot-%d", i), "hot", 1))
+					if len(others) > 0 && rng.IntN(8) == 0 {
+						m := others[rng.IntN(len(others))]
+						batch = append(batch, pay(fmt.Sprintf("%s-%d", m, i), m, 1))
+						otherSent.Add(1)
+					}
 				}
 				if raise != nil && rng.IntN(4) == 0 {
 					raise()
@@ -40,12 +52,14 @@ func runHot(t *testing.T, e *env, events int, raise func()) (applied, rejected i
 					return
 				}
 				for k, r := range res {
-					switch r.Outcome {
-					case Applied:
+					switch {
+					case batch[k].MerchantID != "hot" && (r.Outcome == Applied || r.Outcome == Duplicate):
+					case r.Outcome == Applied:
 						nApplied.Add(1)
-					case Insufficient:
+					case r.Outcome == Insufficient:
 						nRejected.Add(1)
-					case Duplicate: // a retried batch whose first try was recorded
+					case r.Outcome == Duplicate && retries.Load() > 0:
+						// a retry of a batch whose first try was recorded
 					default:
 						errs <- fmt.Errorf("event %s: unexpected %+v", batch[k].EventID, r)
 						return
@@ -59,7 +73,7 @@ func runHot(t *testing.T, e *env, events int, raise func()) (applied, rejected i
 	for err := range errs {
 		t.Fatal(err)
 	}
-	return nApplied.Load(), nRejected.Load()
+	return hotRun{applied: nApplied.Load(), rejected: nRejected.Load(), otherSent: otherSent.Load(), retries: retries.Load()}
 }
 
 // lowestBalanceAfter is the lowest balance_after of merchant's debit rows.
@@ -90,10 +104,10 @@ func TestFloorHoldsUnderConcurrency(t *testing.T) {
 			raised.Add(1)
 		}
 	}
-	applied, rejected := runHot(t, e, 4000, raise)
+	run := runHot(t, e, 4000, nil, raise)
 	t.Logf("redis raised by hand %d times", raised.Load())
-	if applied != 1500 || rejected != 2500 {
-		t.Errorf("%d applied, %d rejected; want 1500 and 2500", applied, rejected)
+	if run.applied != 1500 || run.rejected != 2500 {
+		t.Errorf("%d applied, %d rejected; want 1500 and 2500", run.applied, run.rejected)
 	}
 	b := e.balance("hot")
 	if b.Available() != -500 {
@@ -120,9 +134,8 @@ func TestOverageNeverRejects(t *testing.T) {
 	if err := e.d.SetPolicy(ctx, "hot", ledger.Policy{Kind: ledger.PolicyOverage}); err != nil {
 		t.Fatal(err)
 	}
-	applied, rejected := runHot(t, e, 1000, nil)
-	if applied != 1000 || rejected != 0 {
-		t.Fatalf("%d applied, %d rejected; want all 1000 applied", applied, rejected)
+	if run := runHot(t, e, 1000, nil, nil); run.applied != 1000 || run.rejected != 0 {
+		t.Fatalf("%d applied, %d rejected; want all 1000 applied", run.applied, run.rejected)
 	}
 	overage := func() int64 {
 		var sum int64

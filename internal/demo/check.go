@@ -46,6 +46,9 @@ func (r *run) check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.events(ctx, db, client); err != nil {
+		return err
+	}
 	return r.outcomes(ctx, db)
 }
 

@@ -25,6 +25,8 @@ type run struct {
 	traffic scenario.Traffic
 	workers [2]*worker
 	spans   *spanRecorder // under --trace
+	// hotGrant is the hot merchant's first grant (0 without one).
+	hotGrant int64
 	// produced counts messages acknowledged by the broker so far.
 	produced atomic.Int64
 }
@@ -134,6 +136,7 @@ func (r *run) grant(ctx context.Context) error {
 		switch {
 		case i == 0 && hot > 0: // with --hot 0 there is no hot merchant
 			amount = hot
+			r.hotGrant = hot
 		case i%10 == 3:
 			amount = 10 // nearly empty
 			r.sum.NearlyEmpty++
@@ -146,7 +149,10 @@ func (r *run) grant(ctx context.Context) error {
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return r.setAlerts(ctx, known[:3])
 }
 
 // consume produces the traffic while the workers consume it, restarts the
@@ -173,7 +179,7 @@ func (r *run) follow(ctx context.Context) error {
 	client := r.st.Client()
 	p := newProgress(r.o.Out, r.o.Terminal, "consume", total)
 	defer p.done()
-	restarted := false
+	restarted, granted := false, false
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -181,6 +187,15 @@ func (r *run) follow(ctx context.Context) error {
 			produced := r.produced.Load()
 			processed := max(0, produced-lag)
 			p.set(processed)
+			if !granted && r.o.Hot > 0 && processed >= total*3/4 {
+				// The hot merchant ran dry halfway: a grant lifts it (quota.recovered).
+				granted = true
+				m := workload.MerchantIDs(r.o.Merchants)[0]
+				if _, err := r.workers[0].Deductor.Grant(ctx, m, max(r.hotGrant/2, 1), "grant-midway-"+m); err != nil {
+					return fmt.Errorf("demo: midway grant: %w", err)
+				}
+				r.sum.MidwayGrant = m
+			}
 			if !restarted && !r.o.NoRestart && processed >= total/2 {
 				restarted = true
 				if err := r.restartSecond(ctx); err != nil {

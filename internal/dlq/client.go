@@ -59,6 +59,21 @@ func (c *Client) Records(ctx context.Context, topic string) ([]Record, error) {
 	return out, err
 }
 
+// Messages returns every message of any topic up to its high watermarks,
+// in order per partition (the demo reads the balance events with it).
+func (c *Client) Messages(ctx context.Context, topic string) ([]kafka.Message, error) {
+	ranges, err := c.watermarks(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var out []kafka.Message
+	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
+		out = append(out, m)
+		return nil
+	})
+	return out, err
+}
+
 // Range is the offsets [From, To) of one partition.
 type Range struct {
 	Partition int   `json:"partition"`

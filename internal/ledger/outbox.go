@@ -127,3 +127,37 @@ func (s *Store) eventsWritten() {
 		s.opts.Events.Written()
 	}
 }
+
+// Replay returns the balance events that rows imply, per merchant (the
+// per-payment ones aside), replaying each merchant's rows in the order given
+// (by id) from a zero balance, with its levels: what the outbox must have
+// published, for checks against what it did.
+func Replay(rows []Row, levels func(merchantID string) quotaevent.Levels) map[string][]quotaevent.Event {
+	type state struct{ balance, credited int64 }
+	st := map[string]*state{}
+	out := map[string][]quotaevent.Event{}
+	for _, r := range rows {
+		s, seen := st[r.MerchantID]
+		if !seen {
+			s = &state{}
+			st[r.MerchantID] = s
+		}
+		c := quotaevent.Change{CausedBy: r.EventID, Before: s.balance, After: s.balance, CreditedBefore: s.credited}
+		var evs []quotaevent.Event
+		switch r.Kind {
+		case KindCredit:
+			c.After, c.Credit = s.balance+r.Amount, true
+			evs = append(evs, quotaevent.NewEvent(quotaevent.Granted, r.MerchantID, r.EventID, c.Before, c.After, nil, r.CreatedAt))
+			if seen { // a merchant's first grant creates it: nothing to recover
+				evs = append(evs, quotaevent.Crossed(r.MerchantID, c, levels(r.MerchantID), r.CreatedAt)...)
+			}
+			s.credited += r.Amount
+		case KindDebit:
+			c.After = s.balance - r.Amount
+			evs = quotaevent.Crossed(r.MerchantID, c, levels(r.MerchantID), r.CreatedAt)
+		}
+		s.balance = c.After
+		out[r.MerchantID] = append(out[r.MerchantID], evs...)
+	}
+	return out
+}

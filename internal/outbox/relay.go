@@ -3,7 +3,7 @@
 // then marks them sent and later prunes them. Delivery is at least once: a
 // crash between the broker's acknowledgement and the mark publishes a row
 // again, with the same id; consumers dedupe by id. One relay of all running
-// workers publishes at a time (a MySQL named lock held by its connection), so
+// workers of a database publishes at a time (a MySQL named lock held by its connection), so
 // a merchant's events reach the topic in its ledger order.
 package outbox
 
@@ -31,7 +31,6 @@ type Config struct {
 	Poll       time.Duration // how often an idle relay looks (default 200ms; Wake looks at once)
 	Retention  time.Duration // how long sent rows stay before they are pruned (0: at the next prune)
 	PruneEvery time.Duration // how often sent rows are pruned and the backlog counted (default 5s)
-	LockName   string        // the MySQL named lock of the one active relay (default billing.quota_outbox.relay)
 }
 
 func (c *Config) setDefaults() {
@@ -44,9 +43,6 @@ func (c *Config) setDefaults() {
 	c.Retention = max(c.Retention, 0)
 	if c.PruneEvery <= 0 {
 		c.PruneEvery = 5 * time.Second
-	}
-	if c.LockName == "" {
-		c.LockName = "billing.quota_outbox.relay"
 	}
 }
 
@@ -104,6 +100,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
+// lockName is the MySQL named lock of the one active relay of a database:
+// named locks are server-wide, so it names the database (hashed: a lock name
+// has at most 64 characters).
+const lockName = "CONCAT('quota_outbox_relay:', MD5(DATABASE()))"
+
 // lead takes the relay lock on a connection of its own and relays while it
 // holds it. nil: another process holds it, or ctx ended.
 func (r *Relay) lead(ctx context.Context) error {
@@ -113,7 +114,7 @@ func (r *Relay) lead(ctx context.Context) error {
 	}
 	defer c.Close()
 	var got sql.NullInt64
-	if err := c.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", r.cfg.LockName).Scan(&got); err != nil {
+	if err := c.QueryRowContext(ctx, "SELECT GET_LOCK("+lockName+", 0)").Scan(&got); err != nil {
 		return fmt.Errorf("outbox: take the relay lock: %w", err)
 	}
 	if got.Int64 != 1 {
@@ -125,7 +126,7 @@ func (r *Relay) lead(ctx context.Context) error {
 		// Closing the connection frees the lock too; this says so at once.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
-		_, _ = c.ExecContext(rctx, "DO RELEASE_LOCK(?)", r.cfg.LockName)
+		_, _ = c.ExecContext(rctx, "DO RELEASE_LOCK("+lockName+")")
 	}()
 	return r.relay(ctx, c)
 }
@@ -209,27 +210,22 @@ func (r *Relay) housekeep(ctx context.Context, c *sql.Conn) error {
 }
 
 // idle waits for d or a Wake; false when ctx ended.
-func (r *Relay) idle(ctx context.Context, d time.Duration) bool {
+func (r *Relay) idle(ctx context.Context, d time.Duration) bool { return wait(ctx, d, r.wake) }
+
+// sleep waits for d; false when ctx ended.
+func (r *Relay) sleep(ctx context.Context, d time.Duration) bool { return wait(ctx, d, nil) }
+
+// wait waits for d or a value on wake (nil: none); false when ctx ended.
+func wait(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-r.wake:
+	case <-wake:
 	case <-t.C:
 	}
 	return true
-}
-
-func (r *Relay) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // ignoreEnd turns an error caused by ctx ending into nil.

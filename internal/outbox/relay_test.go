@@ -80,13 +80,18 @@ func newRig(t *testing.T, events ledger.Events) *rig {
 // run starts a relay publishing through w; stop ends it and waits.
 func (g *rig) run(w Writer, cfg Config) (stop func()) {
 	g.t.Helper()
+	return g.runWith(w, cfg, g.m)
+}
+
+func (g *rig) runWith(w Writer, cfg Config, m *Metrics) (stop func()) {
+	g.t.Helper()
 	sqlDB, err := g.db.DB()
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	cfg.Poll = 10 * time.Millisecond
 	cfg.PruneEvery = 20 * time.Millisecond
-	r, err := New(sqlDB, w, zap.NewNop(), g.m, cfg)
+	r, err := New(sqlDB, w, zap.NewNop(), m, cfg)
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -159,47 +164,18 @@ func (g *rig) published() (map[string][]quotaevent.Message, map[string]int) {
 	return out, copies
 }
 
-// truth replays every merchant's ledger rows in id order from zero and
-// returns the events the running balance implies, per merchant.
+// truth is what the ledger's rows imply, per merchant, as "id before->after".
 func (g *rig) truth(events ledger.Events) map[string][]string {
 	g.t.Helper()
 	var rows []ledger.Row
 	if err := g.db.Order("id").Find(&rows).Error; err != nil {
 		g.t.Fatal(err)
 	}
-	type state struct{ balance, credited int64 }
-	st := map[string]*state{}
 	out := map[string][]string{}
 	lv := quotaevent.Levels{Alerts: events.DefaultAlerts}
-	for _, r := range rows {
-		s := st[r.MerchantID]
-		first := s == nil
-		if first {
-			s = &state{}
-			st[r.MerchantID] = s
-		}
-		var evs []quotaevent.Event
-		c := quotaevent.Change{CausedBy: r.EventID, Before: s.balance, CreditedBefore: s.credited}
-		switch r.Kind {
-		case ledger.KindCredit:
-			c.After, c.Credit = s.balance+r.Amount, true
-			evs = append(evs, quotaevent.NewEvent(quotaevent.Granted, r.MerchantID, r.EventID, c.Before, c.After, nil, r.CreatedAt))
-			if !first {
-				evs = append(evs, quotaevent.Crossed(r.MerchantID, c, lv, r.CreatedAt)...)
-			}
-			s.credited += r.Amount
-		case ledger.KindDebit:
-			c.After = s.balance - r.Amount
-			evs = quotaevent.Crossed(r.MerchantID, c, lv, r.CreatedAt)
-		default:
-			continue
-		}
-		s.balance = c.After
-		if r.BalanceAfter == nil || *r.BalanceAfter != s.balance {
-			g.t.Fatalf("row %s: balance_after %v, running balance %d", r.EventID, r.BalanceAfter, s.balance)
-		}
+	for m, evs := range ledger.Replay(rows, func(string) quotaevent.Levels { return lv }) {
 		for _, e := range evs {
-			out[r.MerchantID] = append(out[r.MerchantID], fmt.Sprintf("%s %d->%d", e.ID, e.BalanceBefore, e.BalanceAfter))
+			out[m] = append(out[m], fmt.Sprintf("%s %d->%d", e.ID, e.BalanceBefore, e.BalanceAfter))
 		}
 	}
 	return out
@@ -438,4 +414,33 @@ func grant(ctx context.Context, s *ledger.Store, merchant string, amount int64, 
 		return err
 	}
 	return out[0].Err
+}
+
+// TestOneRelayAtATime: of two relays on one database one publishes, the
+// other stands by; when the first stops, the second takes over and
+// publishes what came since.
+func TestOneRelayAtATime(t *testing.T) {
+	g := newRig(t, ledger.Events{})
+	ctx := context.Background()
+	m1, m2 := g.m, func() *Metrics { m, _ := NewMetrics(nil); return m }()
+	stop1 := g.runWith(g.writer, Config{}, m1)
+	waitFor(t, "the first relay leads", func() bool { return testutil.ToFloat64(m1.leader) == 1 })
+	stop2 := g.runWith(g.writer, Config{}, m2)
+	defer stop2()
+	if err := grant(ctx, g.store, "m-1", 10, "g-1"); err != nil {
+		t.Fatal(err)
+	}
+	g.waitDrained()
+	time.Sleep(200 * time.Millisecond) // the second relay's tries to lead
+	if testutil.ToFloat64(m2.leader) != 0 || testutil.ToFloat64(m2.published) != 0 {
+		t.Fatal("the second relay published while the first held the lock")
+	}
+	stop1()
+	if err := grant(ctx, g.store, "m-2", 10, "g-2"); err != nil {
+		t.Fatal(err)
+	}
+	g.waitDrained()
+	if testutil.ToFloat64(m2.published) != 1 || testutil.ToFloat64(m1.published) != 1 {
+		t.Fatalf("published: first %v, second %v; want 1 each", testutil.ToFloat64(m1.published), testutil.ToFloat64(m2.published))
+	}
 }
