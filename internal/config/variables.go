@@ -54,6 +54,7 @@ var variables = []Variable{
 	{Name: "WORKER_COMMIT_INTERVAL", Default: "1s", Doc: "how often done offsets are committed"},
 	{Name: "WORKER_MAX_ATTEMPTS", Default: "5", Doc: "tries of an event failing alone before the DLQ (class exhausted)"},
 	{Name: "SHUTDOWN_TIMEOUT", Default: "10s", Doc: "bound on draining and committing at SIGTERM"},
+	{Name: "WORKER_SHARDED_ANY_KEY", Default: "false", Doc: "accept any message key for a merchant with more than one quota shard (else the key must be its merchant_id); lanes go by merchant and shard"},
 	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Doc: "OTLP/HTTP collector base URL (traces go to its /v1/traces); tracing is off while neither endpoint is set"},
 	{Name: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", Doc: "OTLP/HTTP traces URL, used as is (wins over OTEL_EXPORTER_OTLP_ENDPOINT)"},
 	{Name: "OTEL_EXPORTER_OTLP_PROTOCOL", Doc: "only http/protobuf is supported"},

@@ -29,7 +29,13 @@ func (d *Deductor) Grant(ctx context.Context, merchantID string, amount int64, g
 		return "", failure.Permanent(failure.ClassInvalid, fmt.Errorf("deduct: grant amount %d is outside 1..2^53-1", amount))
 	}
 	dup := false
-	err := d.locked(ctx, []string{merchantID}, func(ctx context.Context, held map[string]heldLock) error {
+	// Every shard is dropped (both layouts while a resharding folds): the
+	// next deduction rebalances them from MySQL.
+	layouts, err := d.shards.Layouts(ctx, []string{merchantID})
+	if err != nil {
+		return "", err
+	}
+	err = d.locked(ctx, layouts[merchantID].Tags(merchantID), func(ctx context.Context, held map[string]heldLock) error {
 		var err error
 		_, dup, err = d.ledger.Grant(ctx, merchantID, amount, grantID)
 		switch {
@@ -40,7 +46,7 @@ func (d *Deductor) Grant(ctx context.Context, merchantID string, amount int64, g
 		case err != nil:
 			return err
 		}
-		if err := d.drop(ctx, held[merchantID], merchantID); err != nil {
+		if err := d.dropMerchant(ctx, held, merchantID); err != nil {
 			return fmt.Errorf("deduct: grant %s is recorded but the quota cache was not dropped; call again: %w", grantID, err)
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 // Metrics of the write path. No label carries a merchant id.
 type Metrics struct {
 	hydrations        prometheus.Counter
+	rebalances        prometheus.Counter
 	staleRehydrations *prometheus.CounterVec
 	redos             *prometheus.CounterVec
 	lockLost          prometheus.Counter
@@ -25,6 +26,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		hydrations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "billing_deduct_hydrations_total",
 			Help: "Quota hashes loaded into Redis from merchant_balance because they were missing.",
+		}),
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "billing_deduct_rebalances_total",
+			Help: "Rebalances of a merchant's quota shards from MySQL under all its shard locks (a shard that could not cover a payment, a missing shard, a resharding).",
 		}),
 		staleRehydrations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "billing_deduct_stale_rehydrations_total",
@@ -53,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
 	}
-	if err := metrics.Register(reg, m.hydrations, m.staleRehydrations, m.redos,
+	if err := metrics.Register(reg, m.hydrations, m.rebalances, m.staleRehydrations, m.redos,
 		m.lockLost, m.failedBatches, m.batchSeconds, m.batchEvents); err != nil {
 		return nil, fmt.Errorf("deduct: register metrics: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaflow/billing/internal/shard"
 )
 
 // ErrNotHeld: a fenced script found another token in the merchant lock, or
@@ -85,4 +87,32 @@ func (c *Call) Wrote() (bool, error) {
 		return false, err
 	}
 	return len(values) > 0 && values[0] == int64(1), nil
+}
+
+//go:embed rewrite.lua
+var rewriteSrc string
+
+var rewriteScript = redis.NewScript(rewriteSrc)
+
+// Rewrite is the fenced call that replaces the hash at quotaKey with remain,
+// ver and the given pending deductions (a shard's part of a rebalance).
+func Rewrite(quotaKey, lockKey, token string, remain, ver int64, pending []Pending) *Call {
+	args := make([]any, 0, 3+2*len(pending))
+	args = append(args, token, remain, ver)
+	for _, p := range pending {
+		args = append(args, PendingField(p.EventID), FormatPending(p.Amount, p.At))
+	}
+	return &Call{Script: rewriteScript, Keys: []string{quotaKey, lockKey}, Args: args}
+}
+
+// Spread lays a sharded merchant's quota out over its n shards: remain split
+// evenly (shard.Split), each pending deduction in its event's shard (shard.Of),
+// where a redelivered event finds it.
+func Spread(remain int64, pending []Pending, n int) ([]int64, [][]Pending) {
+	perShard := make([][]Pending, max(n, 1))
+	for _, p := range pending {
+		s := shard.Of(p.EventID, n)
+		perShard[s] = append(perShard[s], p)
+	}
+	return shard.Split(remain, n), perShard
 }
