@@ -184,38 +184,41 @@ func (e *env) checkSharded(merchant string, granted int64, payments, n int, othe
 	e.checkConsistent()
 }
 
-// Undersell: a merchant with 8 shards and total quota Q gets 1-unit payments
-// from 4 workers at once, in mixed batches: exactly Q are applied, and every
-// rejection is one MySQL's total could not cover, however unevenly the shards
-// ran dry.
-func TestShardedNoUndersell(t *testing.T) {
-	e := newEnv(t)
-	c := e.shards()
-	const q, n = 300, 8
-	e.grant("m-hot", q)
-	e.reshard(c, "m-hot", n)
-	evs := payments("u", "m-hot", 500)
-	e.hammer(c, evs, 4, 7, nil)
-	e.checkSharded("m-hot", q, len(evs), n)
-}
-
-// Oversell: shards whose remain was raised by hand let the workers deduct
-// more than the merchant has; MySQL's guard refuses it, the shards are
-// rebuilt from MySQL, and the balance never goes below zero.
-func TestShardedNoOversell(t *testing.T) {
-	e := newEnv(t)
-	c := e.shards()
-	const q, n = 50, 4
-	e.grant("m-hot", q)
-	e.reshard(c, "m-hot", n)
-	for _, tag := range shard.Tags("m-hot", n) {
-		if err := e.redis.Client.HSet(context.Background(), e.redis.Keys.Quota(tag), quota.FieldRemain, 1000).Err(); err != nil {
-			t.Fatal(err)
-		}
+// A sharded merchant with total quota Q gets 1-unit payments from several
+// writers at once (separate Deductors, as separate workers), in mixed batches:
+// exactly Q are applied, every rejection is one MySQL's balance could not
+// cover (undersell: however unevenly the shards ran dry), and MySQL never
+// goes below zero (oversell: even with every shard's remain raised by hand,
+// MySQL's guard refuses the excess and the shards are rebuilt from MySQL).
+func TestShardedQuota(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		q                int64
+		shards, payments int
+		writers, batch   int
+		raised           int64 // remain set by hand on every shard first; 0: none
+	}{
+		{"undersell", 300, 8, 500, 4, 7, 0},
+		{"oversell", 50, 4, 200, 3, 9, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := e.shards()
+			e.grant("m-hot", tc.q)
+			e.reshard(c, "m-hot", tc.shards)
+			for _, tag := range shard.Tags("m-hot", tc.shards) {
+				if tc.raised == 0 {
+					break
+				}
+				if err := e.redis.Client.HSet(context.Background(), e.redis.Keys.Quota(tag), quota.FieldRemain, tc.raised).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			evs := payments(tc.name, "m-hot", tc.payments)
+			e.hammer(c, evs, tc.writers, tc.batch, nil)
+			e.checkSharded("m-hot", tc.q, len(evs), tc.shards)
+		})
 	}
-	evs := payments("o", "m-hot", 200)
-	e.hammer(c, evs, 3, 9, nil)
-	e.checkSharded("m-hot", q, len(evs), n)
 }
 
 // Resharding 1 -> 8 -> 3 while 4 workers apply payments: nothing is lost or

@@ -85,7 +85,7 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 			}
 		}
 		held := t.held(m)
-		v := classify(merchantInput{ID: m, Credited: b.Credited, Debited: b.Debited, Quota: merge(shardHashes),
+		v := classify(merchantInput{ID: m, Credited: b.Credited, Debited: b.Debited, Quota: quota.Merge(shardHashes),
 			Confirmed: confirmed, Held: held}, now, r.cfg)
 		var applied bool
 		if len(tags) == 1 {
@@ -133,34 +133,6 @@ func (r *Reconciler) obtainAll(ctx context.Context, tags []string, locks map[str
 		return false, err
 	}
 	return false, nil
-}
-
-// merge is a sharded merchant's hashes as one, for classify: remain summed
-// (missing if a shard is), every pending field; one hash is itself.
-func merge(hs []map[string]string) map[string]string {
-	if len(hs) == 1 {
-		return hs[0]
-	}
-	out := make(map[string]string)
-	var sum int64
-	whole := true
-	for _, h := range hs {
-		raw, ok := h[quota.FieldRemain]
-		v, err := strconv.ParseInt(raw, 10, 64)
-		if !ok || err != nil {
-			whole = false
-		}
-		sum += v
-		for f, val := range h {
-			if f != quota.FieldRemain && f != quota.FieldVer {
-				out[f] = val
-			}
-		}
-	}
-	if whole {
-		out[quota.FieldRemain] = strconv.FormatInt(sum, 10)
-	}
-	return out
 }
 
 // executeShards applies a sharded merchant's plan under all its shard locks:
