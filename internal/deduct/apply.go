@@ -117,10 +117,16 @@ func (d *Deductor) redoLoop(ctx context.Context, p *pass, open []int, results []
 			if guard.Covered {
 				cause = "under"
 			}
-			d.metrics.staleRehydrations.WithLabelValues(cause).Inc()
-			d.metrics.redos.WithLabelValues("stale_cache").Inc()
-			d.log.Warn("stale quota cache: MySQL disagrees with Redis, rehydrating",
-				zap.String("merchant_id", guard.MerchantID), zap.Int64("amount", guard.Amount), zap.String("cache", cause))
+			if guard.Covered && p.layouts == nil && d.shards.Count(guard.MerchantID) > 1 {
+				// A shard ran dry while the merchant has quota: the routine
+				// way to a rebalance, not a stale cache.
+				d.metrics.redos.WithLabelValues("rebalance").Inc()
+			} else {
+				d.metrics.staleRehydrations.WithLabelValues(cause).Inc()
+				d.metrics.redos.WithLabelValues("stale_cache").Inc()
+				d.log.Warn("stale quota cache: MySQL disagrees with Redis, rehydrating",
+					zap.String("merchant_id", guard.MerchantID), zap.Int64("amount", guard.Amount), zap.String("cache", cause))
+			}
 			if err := d.dropMerchant(ctx, p.held, guard.MerchantID); err != nil {
 				return err
 			}

@@ -21,9 +21,12 @@ const (
 	codeNotEnough   = 'I'
 	codePendingDiff = 'C'
 	codeUnknown     = 'U' // no merchant_balance row: nothing written to Redis
-	// codeWide: a shard of a sharded merchant cannot decide the event (not
-	// enough in the shard, a missing shard, another layout in MySQL): the
-	// wide pass decides it under all the merchant's shard locks.
+	// codeWide: a shard of a sharded merchant cannot decide the event (a
+	// missing shard, another layout in MySQL): the wide pass decides it under
+	// all the merchant's shard locks. Not enough in a shard is an ordinary
+	// insufficient: the ledger writes the rejection only if MySQL's balance
+	// cannot cover it either, else the batch is redone and the shard's
+	// events, their shards dropped, go to the wide pass (a rebalance).
 	codeWide = 'W'
 )
 
@@ -121,9 +124,6 @@ func (d *Deductor) deductAll(ctx context.Context, p *pass, idx []int) (map[int]b
 				}
 				for j, i := range g.events {
 					codes[i] = s[j]
-					if codes[i] == codeNotEnough && g.sharded() {
-						codes[i] = codeWide
-					}
 				}
 			default:
 				return nil, fmt.Errorf("deduct: merchant %s: unexpected script status %q", g.merchant, status)
