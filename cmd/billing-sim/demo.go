@@ -83,6 +83,7 @@ func parseDemoFlags(args []string, d deps) (demo.Options, string, error) {
 	fs.IntVar(&o.Merchants, "merchants", 300, "merchants")
 	fs.IntVar(&o.Events, "events", 30_000, "messages to produce")
 	fs.Float64Var(&o.Hot, "hot", 0.2, "share of the traffic of the hottest merchant (0: uniform)")
+	fs.IntVar(&o.Shards, "shards", 1, "quota shards of the hottest merchant, 1..64")
 	fs.Float64Var(&o.Duplicates, "duplicates", 0.02, "share of redelivered duplicates")
 	fs.Float64Var(&o.Malformed, "malformed", 0.005, "share of malformed messages")
 	fs.IntVar(&o.Conflicts, "conflicts", 20, "conflicting duplicates (same event_id, other amount)")

@@ -25,11 +25,15 @@ type loadFlags struct {
 	soak     time.Duration
 	jsonFile string
 	output   string
+	// versus runs this many rounds of a uniform run and then the configured
+	// one, alternately, and compares them (hot merchants: shards vs uniform).
+	versus int
 }
 
 const loadUsage = `billing-sim load: measure the billing-worker binary black-box
 
   billing-sim load [--workers N] [--events N] [--ledger-rows N] [--rate N | --soak 10m] [--json-file F] [--output text|json] ...
+  billing-sim load --hot 0.9 --shards 8 --versus-uniform 2
 
 Runs the real billing-worker processes against a broker, the local MariaDB and
 Redis, on a database, key prefix and topics of its own, and reports (with
@@ -51,6 +55,8 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.IntVar(&o.Partitions, "partitions", load.DefaultPartitions, "partitions of the payment topic")
 	fs.IntVar(&o.Merchants, "merchants", load.DefaultMerchants, "merchants")
 	fs.Float64Var(&o.Hot, "hot", 0.2, "share of the events of one hot merchant (m-000000); 0 = uniform")
+	fs.IntVar(&o.Shards, "shards", 1, "quota shards of the hot merchant, 1..64")
+	fs.IntVar(&f.versus, "versus-uniform", 0, "run N rounds of a uniform run (--hot 0, one shard) then this one, alternately, and print each hot/uniform ratio")
 	fs.IntVar(&o.Events, "events", load.DefaultEvents, "events (preloaded, or produced at --rate)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	fs.IntVar(&o.LedgerRows, "ledger-rows", 0, "pre-fill quota_ledger with this many rows first (bulk INSERTs of 5,000): the growth figure")
@@ -116,6 +122,9 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 	defer o.Redis.Close()
 	o.BaseEnv = os.Environ() // TLS, passwords and tuning reach the workers as they reach this program
 	o.Log = d.log
+	if f.versus > 0 {
+		return versusUniform(ctx, d.stdout, o, f.versus)
+	}
 	res, err := load.Run(ctx, o)
 	switch {
 	case res.EventsPerSec <= 0:
@@ -133,6 +142,46 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 	return err
 }
 
+// versusUniform runs rounds of a uniform run and the configured one,
+// alternately (the machine's load drifts), prints each, and compares them:
+// events/s and the CPU of the worker(s), mariadbd and redis-server per event.
+func versusUniform(ctx context.Context, w io.Writer, o load.Options, rounds int) error {
+	uniform := o
+	uniform.Hot, uniform.Shards, uniform.BaselineEvents = 0, 1, 0
+	o.BaselineEvents = 0
+	var lines []string
+	for round := 1; round <= rounds; round++ {
+		var got [2]load.Result
+		for k, opts := range []load.Options{uniform, o} {
+			res, err := load.Run(ctx, opts)
+			if err != nil {
+				return err
+			}
+			writeLoad(w, res, false)
+			fmt.Fprintln(w)
+			got[k] = res
+		}
+		lines = append(lines, fmt.Sprintf("round %d     uniform %.0f/s (%.1f µs/event), hot %.2g with %d shard(s) %.0f/s (%.1f µs/event): %.2fx",
+			round, got[0].EventsPerSec, serverCPU(got[0]), o.Hot, o.Shards, got[1].EventsPerSec, serverCPU(got[1]),
+			got[1].EventsPerSec/got[0].EventsPerSec))
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	return nil
+}
+
+// serverCPU is the CPU per event of the worker(s), mariadbd and redis-server.
+func serverCPU(r load.Result) float64 {
+	var us float64
+	for _, c := range r.CPU {
+		if c.Measured && (strings.HasPrefix(c.Name, "worker-") || c.Name == "mariadbd" || c.Name == "redis-server") {
+			us += c.USPerEvent
+		}
+	}
+	return us
+}
+
 // writeLoad prints the result for a person.
 func writeLoad(w io.Writer, r load.Result, series bool) {
 	s := r.Setup
@@ -140,8 +189,8 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 	if !s.Embedded {
 		broker = "brokers " + strings.Join(s.Brokers, ",")
 	}
-	fmt.Fprintf(w, "load        %d events, %d merchants (hot %.2g), %d worker(s), %d partitions, %s; ledger rows before: %d\n",
-		r.Events, s.Merchants, s.Hot, s.Workers, s.Partitions, broker, s.LedgerRows)
+	fmt.Fprintf(w, "load        %d events, %d merchants (hot %.2g, %d shard(s)), %d worker(s), %d partitions, %s; ledger rows before: %d\n",
+		r.Events, s.Merchants, s.Hot, s.Shards, s.Workers, s.Partitions, broker, s.LedgerRows)
 	fmt.Fprintf(w, "host        %d CPUs, %s (buffer pool %d MiB, flush_log_at_trx_commit=%d), redis %s\n",
 		r.Host.CPUs, r.Host.MySQL, r.Host.BufferPoolBytes>>20, r.Host.FlushLogAtTrxCommit, r.Host.Redis)
 	if s.Rate == 0 {

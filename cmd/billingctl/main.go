@@ -19,6 +19,7 @@ const usage = `billingctl: operate the billing system
   billingctl migrate [--status | --down N | --force VERSION] [--output text|json]
   billingctl quota grant --merchant M --amount N --id GRANT_ID [--output text|json]
   billingctl quota show --merchant M [--output text|json]
+  billingctl quota shards --merchant M --shards S [--output text|json]
   billingctl dlq ls [filters] [--list] [--output text|json]
   billingctl dlq replay [filters] [--dry-run] [--rate N] [--output text|json]
 

@@ -17,6 +17,7 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/logging"
 	"github.com/quotaflow/billing/internal/quotaevent"
+	"github.com/quotaflow/billing/internal/shard"
 )
 
 const quotaUsage = `billingctl quota: grant quota, show a merchant's balance, set its alerts
@@ -25,8 +26,21 @@ const quotaUsage = `billingctl quota: grant quota, show a merchant's balance, se
   billingctl quota show --merchant M [--output text|json]
   billingctl quota alerts --merchant M (--low N|P% ... | --none | --default) [--output text|json]
   billingctl quota policy --merchant M (--reject | --floor N | --overage) [--output text|json]
+  billingctl quota shards --merchant M --shards S [--output text|json]
 
 Run 'billingctl quota COMMAND --help' for its flags.
+`
+
+const shardsUsage = `billingctl quota shards: split a hot merchant's quota over S shards (1..64)
+
+  billingctl quota shards --merchant M --shards S [--output text|json]
+
+Each shard is its own Redis hash and lock (quota:{M#s}, lock:quota:{M#s}; with
+S=1 quota:{M}), so a merchant's events run in parallel lanes and spread over
+Redis Cluster nodes. Safe under load: the merchant's quota is folded into the
+new layout under the locks of the old and the new shards; deductions in flight
+move to their events' new shards. Workers route by the new count within a second.
+Exit codes: 0 done, 1 failed, 2 bad command line or environment.
 `
 
 const grantUsage = `billingctl quota grant: credit a merchant (MySQL ledger and balance, then Redis)
@@ -50,7 +64,7 @@ merchant is unknown to billing (no merchant_balance row; the view is printed).
 func (c *ctl) runQuota(ctx context.Context, args []string) error {
 	return cli.Dispatch(ctx, "billingctl quota", quotaUsage, []cli.Command{
 		{Name: "grant", Run: c.runGrant}, {Name: "show", Run: c.runShow}, {Name: "alerts", Run: c.runAlerts},
-		{Name: "policy", Run: c.runPolicy},
+		{Name: "policy", Run: c.runPolicy}, {Name: "shards", Run: c.runShards},
 	}, args, c.stdout, c.stderr)
 }
 
@@ -130,6 +144,44 @@ func (c *ctl) runShow(ctx context.Context, args []string) error {
 	return err
 }
 
+// shardsResult is what quota shards prints.
+type shardsResult struct {
+	MerchantID string `json:"merchant_id"`
+	Shards     int    `json:"shards"`
+	Previous   int    `json:"previous"`
+}
+
+func (c *ctl) runShards(ctx context.Context, args []string) error {
+	fs := c.flags("quota shards", shardsUsage)
+	merchant := fs.String("merchant", "", "merchant id")
+	n := fs.Int("shards", 0, "quota shards, 1..64 (1: not sharded)")
+	output := fs.Output()
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case !event.ValidID(*merchant):
+		return fs.Fail("--merchant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *merchant)
+	case *n < 1 || *n > shard.Max:
+		return fs.Fail("--shards %d is outside 1..%d", *n, shard.Max)
+	}
+	op, closeOp, err := c.operator(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeOp()
+	l, err := op.Deductor.Reshard(ctx, *merchant, *n)
+	if err != nil {
+		return err
+	}
+	res := shardsResult{MerchantID: *merchant, Shards: l.Shards, Previous: l.FoldingFrom}
+	if *output == cli.JSON {
+		return writeJSON(c.stdout, res)
+	}
+	_, err = fmt.Fprintf(c.stdout, "merchant %s: %d shard(s), folded from %d\n", res.MerchantID, res.Shards, res.Previous)
+	return err
+}
+
 // operator opens the write path: the environment's services and a leased worker ID.
 func (c *ctl) operator(ctx context.Context) (*app.Operator, func(), error) {
 	cfg, err := config.Load(c.getenv)
@@ -173,6 +225,16 @@ type quotaView struct {
 	Low        string           `json:"low"`            // thresholds as set: "1000,10%" or "none"
 	LowDefault bool             `json:"low_default"`    // they are QUOTA_LOW_DEFAULT's
 	LowUnits   []int64          `json:"low_thresholds"` // in units at today's granted total, highest first
+	Shards     []shardView      `json:"shards"`
+}
+
+type shardView struct {
+	Tag     string `json:"tag"` // quota:{tag} in Redis
+	Cached  bool   `json:"cached"`
+	Remain  int64  `json:"redis_remain"`
+	Ver     int64  `json:"redis_ver"`
+	Pending int    `json:"pending"`
+	Folding bool   `json:"folding"` // of the layout a resharding is folding away
 }
 
 // alertsOf are the merchant's thresholds in effect, and whether they are the default.
@@ -192,6 +254,10 @@ func newQuotaView(v deduct.View, def quotaevent.Alerts) quotaView {
 	}
 	if v.Cached {
 		q.Remain, q.Ver, q.Drift = new(v.Remain), new(v.Ver), new(v.Drift)
+	}
+	for k, s := range v.Shards {
+		q.Shards = append(q.Shards, shardView{Tag: s.Tag, Cached: s.Cached, Remain: s.Remain, Ver: s.Ver,
+			Pending: s.Pending, Folding: k >= v.Layout.Shards})
 	}
 	return q
 }
@@ -225,6 +291,19 @@ func writeView(w io.Writer, v deduct.View, def quotaevent.Alerts) error {
 		fmt.Fprintf(tw, "drift\t%d\n", v.Drift)
 	} else {
 		fmt.Fprintf(tw, "redis remain\tnot loaded\t(hydrated from MySQL on the next deduction)\n")
+	}
+	if len(v.Shards) > 1 {
+		fmt.Fprintf(tw, "shards\t%d\n", v.Layout.Shards)
+		for k, s := range v.Shards {
+			state := "not loaded"
+			if s.Cached {
+				state = fmt.Sprintf("remain %d (ver %d), %d pending", s.Remain, s.Ver, s.Pending)
+			}
+			if k >= v.Layout.Shards {
+				state += ", being folded away"
+			}
+			fmt.Fprintf(tw, "  quota:{%s}\t%s\n", s.Tag, state)
+		}
 	}
 	fmt.Fprintf(tw, "pending\t%d\n", len(v.Pending))
 	for _, p := range v.Pending {

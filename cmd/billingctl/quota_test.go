@@ -90,6 +90,17 @@ func TestQuotaGrantAndShow(t *testing.T) {
 	if out, err := quota("policy", "--merchant", "m-7", "--reject"); err != nil || !strings.Contains(out, "overdraft policy reject") {
 		t.Fatalf("policy --reject: %v %s", err, out)
 	}
+	if out, err := quota("shards", "--merchant", "m-7", "--shards", "65"); err != exitError(2) {
+		t.Fatalf("65 shards: %v %s", err, out)
+	}
+	if out, err := quota("shards", "--merchant", "m-7", "--shards", "4"); err != nil || !strings.Contains(out, "4 shard(s), folded from 1") {
+		t.Fatalf("shards: %v %s", err, out)
+	}
+	out, err = quota("show", "--merchant", "m-7")
+	if err != nil || !strings.Contains(out, "shards           4") || !strings.Contains(out, "quota:{m-7#3}") ||
+		!strings.Contains(out, "redis remain     250") {
+		t.Fatalf("show of 4 shards: %v\n%s", err, out)
+	}
 	out, err = quota("show", "--merchant", "m-unknown", "--output", "json")
 	if err != exitError(exitUnknown) || !strings.Contains(out, `"known": false`) {
 		t.Fatalf("show of an unknown merchant: %v\n%s", err, out)

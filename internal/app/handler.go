@@ -10,24 +10,38 @@ import (
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/shard"
 )
 
-// decode is the consumer's decoder: the event contract, routed by merchant.
-func decode(m kafka.Message) (event.PaymentSucceeded, string, error) {
-	e, err := event.Decode(m.Key, m.Value)
+// router is the consumer's decoder: the event contract, routed by merchant
+// and quota shard, so that a merchant's shards run in parallel lanes.
+type router struct {
+	shards *shard.Cache
+	// anyKey accepts any message key for a sharded merchant (WORKER_SHARDED_ANY_KEY).
+	anyKey bool
+}
+
+func (r router) decode(m kafka.Message) (event.PaymentSucceeded, consumer.Route, error) {
+	e, err := event.Decode(nil, m.Value)
 	if err != nil {
-		return event.PaymentSucceeded{}, "", err
+		return event.PaymentSucceeded{}, consumer.Route{}, err
 	}
-	return e, e.MerchantID, nil
+	n := r.shards.Count(e.MerchantID)
+	if !r.anyKey || n == 1 {
+		if err := e.CheckKey(m.Key); err != nil {
+			return event.PaymentSucceeded{}, consumer.Route{}, err
+		}
+	}
+	return e, consumer.Route{Key: e.MerchantID, Shard: shard.Of(e.EventID, n)}, nil
 }
 
 // decodeGrant is the grants consumer's decoder, routed by merchant.
-func decodeGrant(m kafka.Message) (event.GrantCommand, string, error) {
+func decodeGrant(m kafka.Message) (event.GrantCommand, consumer.Route, error) {
 	g, err := event.DecodeGrant(m.Key, m.Value)
 	if err != nil {
-		return event.GrantCommand{}, "", err
+		return event.GrantCommand{}, consumer.Route{}, err
 	}
-	return g, g.MerchantID, nil
+	return g, consumer.Route{Key: g.MerchantID}, nil
 }
 
 // billingHandler runs a lane batch through the write path.

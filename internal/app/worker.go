@@ -112,7 +112,8 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	handler := &billingHandler{deductor: w.Deductor, metrics: m.app, log: log}
 	ccfg := consumerConfig(cfg, w.svc)
 	ccfg.Tracer = w.traces.Tracer()
-	w.consumer, err = consumer.New(ccfg, decode, handler, w.probe, log, m.consumer)
+	r := router{shards: w.Shards, anyKey: cfg.Worker.ShardedAnyKey}
+	w.consumer, err = consumer.New(ccfg, r.decode, handler, w.probe, log, m.consumer)
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +215,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		if w.schema.wait(gctx) != nil {
 			return nil // stopped while waiting: nothing was consumed
 		}
+		// Routing by stale counts only costs a rebalance: a failed first read
+		// is logged and the refresh loop tries again.
+		if err := w.Shards.Refresh(gctx); err != nil {
+			w.log.Warn("shard counts not read, routing every merchant to one shard until they are", zap.Error(err))
+		}
+		shardsCtx, stopShards := context.WithCancel(gctx)
+		shardsDone := make(chan struct{})
+		go func() {
+			defer close(shardsDone)
+			_ = w.Shards.Run(shardsCtx) // returns nil when stopped
+		}()
+		defer func() { stopShards(); <-shardsDone }()
 		g.Go(func() error { return w.relay.Run(gctx) })
 		// Payments and grants: either failing to start stops both.
 		cg, cctx := errgroup.WithContext(gctx)

@@ -17,6 +17,7 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/quotaevent"
+	"github.com/quotaflow/billing/internal/shard"
 )
 
 // writePath is the deduction machinery shared by the worker and the operator
@@ -26,6 +27,9 @@ type writePath struct {
 	locks    *lock.Client
 	store    *ledger.Store
 	Deductor *deduct.Deductor
+	// Shards is the merchants' shard counts: routing reads its cache (the
+	// worker refreshes it), the Deductor reads MySQL through it.
+	Shards *shard.Cache
 }
 
 func newWritePath(ctx context.Context, cfg config.Config, svc *services, m *workerMetrics, log *zap.Logger, written func()) (*writePath, error) {
@@ -57,8 +61,13 @@ func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *se
 	}}); err != nil {
 		return nil, err
 	}
+	sqlDB, err := svc.DB.DB()
+	if err != nil {
+		return nil, fmt.Errorf("app: mysql pool: %w", err)
+	}
+	wp.Shards = shard.NewCache(shard.NewStore(sqlDB), shardRefresh, log)
 	locks := merchantLocks{client: wp.locks, keys: svc.Keys, ttl: cfg.LockTTL}
-	if wp.Deductor, err = deduct.New(svc.Redis, svc.Keys, locks, wp.store, log, m.deduct, deduct.Options{}); err != nil {
+	if wp.Deductor, err = deduct.New(svc.Redis, svc.Keys, locks, wp.store, log, m.deduct, deduct.Options{Shards: wp.Shards}); err != nil {
 		return nil, err
 	}
 	return wp, nil
@@ -66,6 +75,11 @@ func buildWritePath(cfg config.Config, workerID int, lease *idgen.Lease, svc *se
 
 // Ledger is the MySQL side, for settings that need no merchant lock.
 func (wp *writePath) Ledger() *ledger.Store { return wp.store }
+
+// shardRefresh is how often a worker rereads the shard counts: how long a
+// resharding may route events by the previous layout (they are then decided
+// under the new one, see deduct.Reshard).
+const shardRefresh = time.Second
 
 func (wp *writePath) close() {
 	if wp.locks != nil {

@@ -30,6 +30,10 @@ type Worker struct {
 	CommitInterval  time.Duration
 	MaxAttempts     int
 	ShutdownTimeout time.Duration
+	// ShardedAnyKey accepts, for a merchant with more than one quota shard,
+	// a message key other than its merchant_id (producers spreading it over
+	// partitions); lanes go by merchant and shard, never by key.
+	ShardedAnyKey bool
 }
 
 func (p *parser) idgen(required bool) IDGen {
@@ -94,5 +98,6 @@ func (p *parser) worker() Worker {
 		CommitInterval:  p.duration("WORKER_COMMIT_INTERVAL", time.Second, 10*time.Millisecond, 5*time.Minute),
 		MaxAttempts:     p.integer("WORKER_MAX_ATTEMPTS", 5, 1, 1000),
 		ShutdownTimeout: p.duration("SHUTDOWN_TIMEOUT", 10*time.Second, time.Second, 10*time.Minute),
+		ShardedAnyKey:   p.boolean("WORKER_SHARDED_ANY_KEY", false),
 	}
 }

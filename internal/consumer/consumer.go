@@ -31,10 +31,23 @@ type Item[T any] struct {
 	Value T
 }
 
-// Decoder decodes and validates a message and names its lane key (messages
-// with the same key are handled in order). An error is permanent: the message
+// Decoder decodes and validates a message and names its lane (messages with
+// the same Route are handled in order). An error is permanent: the message
 // goes to the dead-letter topic with class failure.ClassOf(err), or "invalid".
-type Decoder[T any] func(kafka.Message) (value T, laneKey string, err error)
+type Decoder[T any] func(kafka.Message) (value T, route Route, err error)
+
+// Route names a message's lane: the lane of Key, plus Shard lanes further
+// on, so that the shards of one key run in parallel lanes (each in order) as
+// long as there are lanes enough, and never share a lane needlessly.
+type Route struct {
+	Key   string
+	Shard int
+}
+
+// lane is the index of the route's lane among n.
+func (r Route) lane(n int) int {
+	return int((fnv32(r.Key) + uint32(r.Shard)) % uint32(n))
+}
 
 // Handler handles the lanes' batches, concurrently across lanes, and keeps no
 // item after returning. It returns one error per item (nil: done; permanent:

@@ -50,7 +50,7 @@ func TestDeadLetters(t *testing.T) {
 
 	var mu sync.Mutex
 	seen := map[string]kafka.Message{} // value -> where it was read
-	decode := func(m kafka.Message) (event, string, error) {
+	decode := func(m kafka.Message) (event, Route, error) {
 		mu.Lock()
 		seen[string(m.Value)] = m
 		mu.Unlock()
@@ -147,7 +147,7 @@ func TestDeadLetters(t *testing.T) {
 	}
 }
 
-func decoderFor(f func(kafka.Message) (event, string, error)) Decoder[event] { return f }
+func decoderFor(f func(kafka.Message) (event, Route, error)) Decoder[event] { return f }
 
 // While the dead-letter topic does not exist, the poison message's offset is
 // not committed and Ready says why; once the topic exists the record lands

@@ -28,15 +28,15 @@ type event struct {
 	Seq int
 }
 
-func decodeEvent(m kafka.Message) (event, string, error) {
+func decodeEvent(m kafka.Message) (event, Route, error) {
 	v := string(m.Value)
 	k, s, ok := strings.Cut(v, ":")
 	s, _, _ = strings.Cut(s, ":") // an optional tag follows
 	seq, err := strconv.Atoi(s)
 	if !ok || err != nil || strings.Contains(v, "poison") {
-		return event{}, "", fmt.Errorf("undecodable value %q", v)
+		return event{}, Route{}, fmt.Errorf("undecodable value %q", v)
 	}
-	return event{Key: k, Seq: seq}, k, nil
+	return event{Key: k, Seq: seq}, Route{Key: k}, nil
 }
 
 // handlerFunc adapts a function to Handler.

@@ -57,3 +57,26 @@ func TestBusyLaneDoesNotWait(t *testing.T) {
 	}
 	r.stop(t)
 }
+
+// The shards of one key take consecutive lanes: with as many lanes as
+// shards, each shard has a lane of its own, and shard 0 is the key's lane.
+func TestRouteSpreadsShardsOverLanes(t *testing.T) {
+	for _, tc := range []struct{ lanes, shards, distinct int }{
+		{4, 1, 1}, {4, 4, 4}, {4, 8, 4}, {8, 3, 3}, {1, 8, 1},
+	} {
+		seen := map[int]bool{}
+		for s := range tc.shards {
+			l := Route{Key: "m-hot", Shard: s}.lane(tc.lanes)
+			if l < 0 || l >= tc.lanes {
+				t.Fatalf("lane %d of %d", l, tc.lanes)
+			}
+			seen[l] = true
+		}
+		if len(seen) != tc.distinct {
+			t.Errorf("%d shards over %d lanes: %d distinct lanes, want %d", tc.shards, tc.lanes, len(seen), tc.distinct)
+		}
+		if got, want := (Route{Key: "m-hot"}).lane(tc.lanes), int(fnv32("m-hot")%uint32(tc.lanes)); got != want {
+			t.Errorf("shard 0 in lane %d, want the key's lane %d", got, want)
+		}
+	}
+}

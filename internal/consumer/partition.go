@@ -136,13 +136,13 @@ func (g *generation[T]) fetch(p *partition) {
 			continue
 		}
 		e := envelope[T]{msg: msg, part: p}
-		var laneKey string
-		e.value, laneKey, e.err = g.c.decode(msg)
+		var route Route
+		e.value, route, e.err = g.c.decode(msg)
 		if e.err != nil {
-			laneKey = string(msg.Key)
+			route = Route{Key: string(msg.Key)}
 		}
 		select {
-		case g.lanes[fnv32(laneKey)%uint32(len(g.lanes))].in <- e:
+		case g.lanes[route.lane(len(g.lanes))].in <- e:
 		case <-g.stop.Done():
 			return
 		}

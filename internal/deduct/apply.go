@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/tracing"
 )
 
@@ -21,8 +22,9 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 	start := time.Now()
 	results := make([]Result, len(events))
 	s := screen(events, results)
+	tags := d.route(events)
 	if len(s.open) > 0 {
-		if err := d.applyLocked(ctx, events, s.open, results); err != nil {
+		if err := d.applyOpen(ctx, events, tags, s.open, results); err != nil {
 			d.metrics.failedBatches.Inc()
 			if errors.Is(err, ErrLockLost) {
 				d.metrics.lockLost.Inc()
@@ -31,7 +33,7 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 		}
 	}
 	if len(s.rivals) > 0 {
-		if err := d.judgeRivals(ctx, events, s.rivals, results); err != nil {
+		if err := d.judgeRivals(ctx, events, tags, s.rivals, results); err != nil {
 			d.metrics.failedBatches.Inc()
 			return nil, err
 		}
@@ -42,31 +44,63 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 	return results, nil
 }
 
-// applyLocked runs the batch under its merchants' locks.
-func (d *Deductor) applyLocked(ctx context.Context, events []event.PaymentSucceeded, open []int, results []Result) error {
-	return d.locked(ctx, merchantsOf(events, open), func(ctx context.Context, held map[string]heldLock) error {
+// applyOpen runs the open events under their shards' locks; those a shard
+// could not decide (sharded merchants: not enough in the shard, a missing
+// shard, another layout in MySQL) then run in a wide pass under all their
+// merchants' shard locks.
+func (d *Deductor) applyOpen(ctx context.Context, events []event.PaymentSucceeded, tags []string, open []int, results []Result) error {
+	p := &pass{events: events, tags: tags}
+	err := d.locked(ctx, tagsOf(tags, open), func(ctx context.Context, held map[string]heldLock) error {
 		if err := d.step(stepLocked); err != nil {
 			return err
 		}
-		return d.redoLoop(ctx, held, events, open, results)
+		p.held = held
+		return d.redoLoop(ctx, p, open, results)
 	})
+	if err != nil || len(p.wide) == 0 {
+		return err
+	}
+	return d.applyWide(ctx, events, tags, p.wide, results)
 }
 
-func merchantsOf(events []event.PaymentSucceeded, idx []int) []string {
-	ms := make([]string, len(idx))
-	for k, i := range idx {
-		ms[k] = events[i].MerchantID
+// pass is one locked run of the protocol over events of a batch.
+type pass struct {
+	events []event.PaymentSucceeded
+	tags   []string // tags[i] is the shard (hash tag) of events[i]
+	held   map[string]heldLock
+	// layouts are the wide pass's, read from MySQL under all the shard locks
+	// of its merchants; nil in a routed pass.
+	layouts map[string]shard.Layout
+	wide    []int // a routed pass's events left to the wide pass
+}
+
+// route is the shard tag of each event by the shard counts as last read.
+func (d *Deductor) route(events []event.PaymentSucceeded) []string {
+	tags := make([]string, len(events))
+	for i, ev := range events {
+		n := d.shards.Count(ev.MerchantID)
+		tags[i] = shard.Tag(ev.MerchantID, shard.Of(ev.EventID, n), n)
 	}
-	return ms
+	return tags
+}
+
+func tagsOf(tags []string, idx []int) []string {
+	out := make([]string, len(idx))
+	for k, i := range idx {
+		out[k] = tags[i]
+	}
+	return out
 }
 
 // redoLoop runs attempts until one settles the batch: a stale cache, a
 // concurrent duplicate or a refused value sends it back, at most MaxRedo times.
-func (d *Deductor) redoLoop(ctx context.Context, held map[string]heldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
+func (d *Deductor) redoLoop(ctx context.Context, p *pass, open []int, results []Result) error {
+	events := p.events
 	open = slices.Clone(open)
 	for redo := 0; ; redo++ {
-		err := d.attempt(ctx, held, events, open, results)
+		wide, err := d.attempt(ctx, p, open, results)
 		if err == nil {
+			p.wide = wide
 			return nil
 		}
 		if redo >= d.opts.MaxRedo {
@@ -83,11 +117,17 @@ func (d *Deductor) redoLoop(ctx context.Context, held map[string]heldLock, event
 			if guard.Covered {
 				cause = "under"
 			}
-			d.metrics.staleRehydrations.WithLabelValues(cause).Inc()
-			d.metrics.redos.WithLabelValues("stale_cache").Inc()
-			d.log.Warn("stale quota cache: MySQL disagrees with Redis, rehydrating",
-				zap.String("merchant_id", guard.MerchantID), zap.Int64("amount", guard.Amount), zap.String("cache", cause))
-			if err := d.drop(ctx, held, guard.MerchantID); err != nil {
+			if guard.Covered && p.layouts == nil && d.shards.Count(guard.MerchantID) > 1 {
+				// A shard ran dry while the merchant has quota: the routine
+				// way to a rebalance, not a stale cache.
+				d.metrics.redos.WithLabelValues("rebalance").Inc()
+			} else {
+				d.metrics.staleRehydrations.WithLabelValues(cause).Inc()
+				d.metrics.redos.WithLabelValues("stale_cache").Inc()
+				d.log.Warn("stale quota cache: MySQL disagrees with Redis, rehydrating",
+					zap.String("merchant_id", guard.MerchantID), zap.Int64("amount", guard.Amount), zap.String("cache", cause))
+			}
+			if err := d.drop(ctx, p.held, guard.MerchantID); err != nil {
 				return err
 			}
 		case errors.Is(err, ledger.ErrDuplicate):
@@ -102,7 +142,7 @@ func (d *Deductor) redoLoop(ctx context.Context, held map[string]heldLock, event
 			d.metrics.redos.WithLabelValues("refused").Inc()
 			// Its deduction, if any, is undone by rehydrating the merchant.
 			d.metrics.staleRehydrations.WithLabelValues("unmatched").Inc()
-			if err := d.drop(ctx, held, m); err != nil {
+			if err := d.drop(ctx, p.held, m); err != nil {
 				return err
 			}
 		default:
@@ -121,10 +161,13 @@ func refusedIn(events []event.PaymentSucceeded, open []int, eventID string) int 
 }
 
 // attempt is one pass of the protocol over the open events. Results are
-// written only when the whole pass succeeded.
-func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events []event.PaymentSucceeded, open []int, results []Result) error {
+// written only when the whole pass succeeded; it returns the events left to
+// the wide pass.
+func (d *Deductor) attempt(ctx context.Context, p *pass, open []int, results []Result) ([]int, error) {
+	events := p.events
 	out := make(map[int]Result, len(open))
 	var settle settlement
+	var wide []int
 
 	ids := make([]string, len(open))
 	for k, i := range open {
@@ -135,14 +178,14 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 	existing, err := d.ledger.ExistingEvents(sctx, ids)
 	tracing.End(span, err)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var fresh []int
 	for _, i := range open {
 		ev := events[i]
 		if row, found := existing[ev.EventID]; found {
 			out[i] = judge(ev, row)
-			settle.ended(ev)
+			settle.ended(p.tags[i], ev)
 		} else {
 			fresh = append(fresh, i)
 		}
@@ -150,13 +193,18 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 
 	sctx, span = tracing.Start(ctx, "deduct.lua")
 	tracing.SetInt(span, "billing.events", len(fresh))
-	codes, err := d.deductAll(sctx, held, events, fresh)
+	var codes map[int]byte
+	if p.layouts != nil {
+		codes, err = d.rebalanceAll(sctx, p, fresh)
+	} else {
+		codes, err = d.deductAll(sctx, p, fresh)
+	}
 	tracing.End(span, err)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.step(stepDeducted); err != nil {
-		return err
+		return nil, err
 	}
 
 	rows := make([]ledger.Row, 0, len(fresh))
@@ -170,11 +218,14 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 			rows = append(rows, rejectedRow(ev, ledger.ReasonInsufficient))
 		case codeUnknown:
 			rows = append(rows, rejectedRow(ev, ledger.ReasonUnknownMerchant))
+		case codeWide:
+			wide = append(wide, i)
+			continue
 		case codePendingDiff:
 			out[i] = conflict(fmt.Errorf("deduct: event %s (amount %d) is pending in Redis with another amount", ev.EventID, ev.Amount))
 			continue
 		default:
-			return fmt.Errorf("deduct: event %s: no deduction code", ev.EventID)
+			return nil, fmt.Errorf("deduct: event %s: no deduction code", ev.EventID)
 		}
 		rowOf = append(rowOf, i)
 	}
@@ -183,10 +234,10 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 	err = d.ledger.Commit(sctx, rows)
 	tracing.End(span, err)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.step(stepCommitted); err != nil {
-		return err
+		return nil, err
 	}
 
 	for k, i := range rowOf {
@@ -194,7 +245,7 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 		switch rows[k].Kind {
 		case ledger.KindDebit:
 			r.Outcome = Applied
-			settle.debited(events[i])
+			settle.debited(p.tags[i], events[i])
 		case ledger.KindRejected:
 			r.Outcome = Insufficient
 			if rows[k].Reason == ledger.ReasonUnknownMerchant {
@@ -204,18 +255,18 @@ func (d *Deductor) attempt(ctx context.Context, held map[string]heldLock, events
 		out[i] = r
 	}
 	sctx, span = tracing.Start(ctx, "deduct.settle")
-	err = d.settleAll(sctx, held, settle)
+	err = d.settleAll(sctx, p.held, settle)
 	tracing.End(span, err)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.step(stepConfirmed); err != nil {
-		return err
+		return nil, err
 	}
 	for i, r := range out {
 		results[i] = r
 	}
-	return nil
+	return wide, nil
 }
 
 func value(p *int64) int64 {

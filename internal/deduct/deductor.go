@@ -19,16 +19,17 @@ import (
 // message's fault, so an outage: never dead-lettered.
 var ErrLockLost = failure.Outage(errors.New("deduct: merchant lock lost"))
 
-// Locker takes merchant locks (app.MerchantLocks, on internal/lock).
+// Locker takes shard locks (app.MerchantLocks, on internal/lock).
 type Locker interface {
-	// Acquire takes the locks of merchantIDs (distinct), all or none, waiting
-	// while others hold some, never in a cycle with overlapping callers.
-	Acquire(ctx context.Context, merchantIDs []string) (Held, error)
+	// Acquire takes the locks of tags (distinct; shard.Tag: the merchant id
+	// of an unsharded merchant), all or none, waiting while others hold some,
+	// never in a cycle with overlapping callers.
+	Acquire(ctx context.Context, tags []string) (Held, error)
 }
 
 // Held is the locks of one Acquire.
 type Held interface {
-	// Keys are the lock keys (keyspace.Lock) in the order of the merchant IDs.
+	// Keys are the lock keys (keyspace.Lock) in the order of the tags.
 	Keys() []string
 	// Token is every key's value while held: the scripts' fencing token.
 	Token() string
@@ -56,6 +57,8 @@ type Options struct {
 	// MaxRedo bounds how often one batch is redone after a stale cache, a
 	// concurrent duplicate or a refused value (default 8).
 	MaxRedo int
+	// Shards tells merchants' shard counts; nil: every merchant has one shard.
+	Shards Shards
 }
 
 // releaseTimeout bounds unlocking at the end of a batch, which runs even when
@@ -72,6 +75,7 @@ type Deductor struct {
 	log     *zap.Logger
 	metrics *Metrics
 	opts    Options
+	shards  Shards
 	now     func() time.Time
 
 	deductLua, settleLua, dropLua *redis.Script // the protocol's scripts (package doc)
@@ -95,8 +99,12 @@ func New(rdb Redis, keys keyspace.Keyspace, locks Locker, led Ledger, log *zap.L
 	if opts.MaxRedo <= 0 {
 		opts.MaxRedo = 8
 	}
+	var shards Shards = oneShard{}
+	if opts.Shards != nil {
+		shards = opts.Shards
+	}
 	return &Deductor{
-		rdb: rdb, keys: keys, locks: locks, ledger: led, log: log, metrics: m, opts: opts,
+		rdb: rdb, keys: keys, locks: locks, ledger: led, log: log, metrics: m, opts: opts, shards: shards,
 		now: time.Now, deductLua: quota.Script(deductSrc), settleLua: quota.Script(settleSrc),
 		dropLua: quota.Script(dropSrc),
 	}, nil

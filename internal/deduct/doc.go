@@ -35,6 +35,18 @@
 //     cannot tell whose deduction it was.
 //  6. Unlock.
 //
+// # Sharded merchants (package shard)
+//
+// A merchant with S > 1 shards has a hash and a lock per shard; events are
+// routed to the shard of their event_id and batches lock only their shards.
+// A shard that cannot cover an event rejects it only if MySQL agrees in step
+// 4; if MySQL covers it, the merchant's shards of the batch are dropped and,
+// like a missing shard or a layout MySQL no longer has, its events go to the
+// wide pass (applyWide): under every shard lock of the merchant it recomputes
+// the quota from MySQL minus the deductions in flight, decides the events as
+// the ledger's guard will (decide), and rewrites every shard; steps 4-6 then
+// run as above. A resharding folds the old layout the same way (Reshard).
+//
 // A process killed between any two steps, followed by a redelivery of the same
 // events, ends in the state of a run without the kill: the ledger's unique
 // event_id stops a second row, p:<id> stops a second Redis deduction, and the

@@ -41,7 +41,13 @@ func (d *Deductor) GrantBatch(ctx context.Context, grants []event.GrantCommand) 
 	if len(credits) == 0 {
 		return results, nil
 	}
-	err := d.locked(ctx, merchants, func(ctx context.Context, held map[string]heldLock) error {
+	// Every shard is dropped (both layouts while a resharding folds): the
+	// next deduction rebalances them from MySQL.
+	tags, err := d.tagsOf(ctx, merchants)
+	if err != nil {
+		return nil, err
+	}
+	err = d.locked(ctx, tags, func(ctx context.Context, held map[string]heldLock) error {
 		out, err := d.ledger.Grant(ctx, credits)
 		switch {
 		case errors.Is(err, ledger.ErrRefused):
@@ -113,7 +119,11 @@ func grantResult(c ledger.Credited) Result {
 // quota hash: the next deduction hydrates the new floor with the balance.
 // MySQL's guard enforces the policy from its commit on, whatever Redis holds.
 func (d *Deductor) SetPolicy(ctx context.Context, merchantID string, p ledger.Policy) error {
-	return d.locked(ctx, []string{merchantID}, func(ctx context.Context, held map[string]heldLock) error {
+	tags, err := d.tagsOf(ctx, []string{merchantID})
+	if err != nil {
+		return err
+	}
+	return d.locked(ctx, tags, func(ctx context.Context, held map[string]heldLock) error {
 		if err := d.ledger.SetPolicy(ctx, merchantID, p); err != nil {
 			return err
 		}
@@ -122,6 +132,20 @@ func (d *Deductor) SetPolicy(ctx context.Context, merchantID string, p ledger.Po
 		}
 		return nil
 	})
+}
+
+// tagsOf lists the lock tags of every shard of the merchants, in both
+// layouts while a resharding folds.
+func (d *Deductor) tagsOf(ctx context.Context, merchants []string) ([]string, error) {
+	layouts, err := d.shards.Layouts(ctx, merchants)
+	if err != nil {
+		return nil, err
+	}
+	var tags []string
+	for _, m := range merchants {
+		tags = append(tags, layouts[m].Tags(m)...)
+	}
+	return tags, nil
 }
 
 // lockCause makes err say ErrLockLost when ctx ended because a lock was lost.

@@ -11,20 +11,21 @@ import (
 	"github.com/quotaflow/billing/internal/tracing"
 )
 
-// heldLock is one merchant's lock in a batch: the key the scripts fence on and its token.
+// heldLock is one shard's lock in a batch: the key the scripts fence on and its token.
 type heldLock struct{ key, token string }
 
-// locked runs fn under the merchants' locks, taken in one Acquire, with a
-// context that ends with cause ErrLockLost as soon as one of them is lost,
-// then releases them (a simulated crash releases nothing).
-func (d *Deductor) locked(ctx context.Context, merchants []string, fn func(ctx context.Context, held map[string]heldLock) error) (err error) {
-	merchants = slices.Compact(slices.Sorted(slices.Values(merchants)))
+// locked runs fn under the shards' locks (by tag: the merchant id of an
+// unsharded merchant), taken in one Acquire, with a context that ends with
+// cause ErrLockLost as soon as one of them is lost, then releases them (a
+// simulated crash releases nothing).
+func (d *Deductor) locked(ctx context.Context, tags []string, fn func(ctx context.Context, held map[string]heldLock) error) (err error) {
+	tags = slices.Compact(slices.Sorted(slices.Values(tags)))
 	lctx, span := tracing.Start(ctx, "deduct.lock")
-	tracing.SetInt(span, "billing.merchants", len(merchants))
-	locks, err := d.locks.Acquire(lctx, merchants)
+	tracing.SetInt(span, "billing.merchants", len(tags))
+	locks, err := d.locks.Acquire(lctx, tags)
 	tracing.End(span, err)
 	if err != nil {
-		return fmt.Errorf("deduct: lock %d merchant(s): %w", len(merchants), err)
+		return fmt.Errorf("deduct: lock %d shard(s): %w", len(tags), err)
 	}
 	defer func() {
 		var crash *crashError
@@ -32,9 +33,9 @@ func (d *Deductor) locked(ctx context.Context, merchants []string, fn func(ctx c
 			d.release(ctx, locks)
 		}
 	}()
-	held := make(map[string]heldLock, len(merchants))
+	held := make(map[string]heldLock, len(tags))
 	for i, key := range locks.Keys() {
-		held[merchants[i]] = heldLock{key: key, token: locks.Token()}
+		held[tags[i]] = heldLock{key: key, token: locks.Token()}
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -11,6 +11,7 @@ import (
 // Metrics of the write path. No label carries a merchant id.
 type Metrics struct {
 	hydrations        prometheus.Counter
+	rebalances        prometheus.Counter
 	staleRehydrations *prometheus.CounterVec
 	redos             *prometheus.CounterVec
 	lockLost          prometheus.Counter
@@ -27,13 +28,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "billing_deduct_hydrations_total",
 			Help: "Quota hashes loaded into Redis from merchant_balance because they were missing.",
 		}),
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "billing_deduct_rebalances_total",
+			Help: "Rebalances of a merchant's quota shards from MySQL under all its shard locks (a shard that could not cover a payment, a missing shard, a resharding).",
+		}),
 		staleRehydrations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "billing_deduct_stale_rehydrations_total",
 			Help: "Quota hashes dropped to be rebuilt from MySQL, by cause: over (MySQL refused a debit Redis allowed), under (MySQL covers a payment Redis rejected), unmatched (a pending deduction that no debit matches: a conflict, a refusal, or an event another holder recorded).",
 		}, []string{"cause"}),
 		redos: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "billing_deduct_batch_redos_total",
-			Help: "Batches redone from the existing-events query, by reason (stale_cache, duplicate, refused).",
+			Help: "Batches redone from the existing-events query, by reason (stale_cache, rebalance: a shard ran dry while MySQL covers the payment, duplicate, refused).",
 		}, []string{"reason"}),
 		lockLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "billing_deduct_lock_lost_total",
@@ -61,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, script := range []string{"deduct", "hydrate", "settle", "drop"} {
 		m.fenced.WithLabelValues(script)
 	}
-	if err := metrics.Register(reg, m.hydrations, m.staleRehydrations, m.redos,
+	if err := metrics.Register(reg, m.hydrations, m.rebalances, m.staleRehydrations, m.redos,
 		m.lockLost, m.fenced, m.failedBatches, m.batchSeconds, m.batchEvents); err != nil {
 		return nil, fmt.Errorf("deduct: register metrics: %w", err)
 	}

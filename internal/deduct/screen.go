@@ -62,13 +62,13 @@ func (s screened) finish(results []Result) {
 // row: one that matches it is a duplicate (a redelivered original after a
 // conflicting copy), any other a conflict, also without a row. Under their
 // locks each is settled as ended without a debit (a crash's deduction goes).
-func (d *Deductor) judgeRivals(ctx context.Context, events []event.PaymentSucceeded, rivals []int, results []Result) error {
-	return d.locked(ctx, merchantsOf(events, rivals), func(ctx context.Context, held map[string]heldLock) error {
+func (d *Deductor) judgeRivals(ctx context.Context, events []event.PaymentSucceeded, tags []string, rivals []int, results []Result) error {
+	return d.locked(ctx, tagsOf(tags, rivals), func(ctx context.Context, held map[string]heldLock) error {
 		ids := make([]string, len(rivals))
 		var settle settlement
 		for k, i := range rivals {
 			ids[k] = events[i].EventID
-			settle.ended(events[i])
+			settle.ended(tags[i], events[i])
 		}
 		existing, err := d.ledger.ExistingEvents(ctx, ids)
 		if err != nil {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/quotaevent"
+	"github.com/quotaflow/billing/internal/shard"
 )
 
 // Pending is one unconfirmed deduction in Redis.
@@ -35,10 +38,13 @@ func (p Pending) MarshalJSON() ([]byte, error) {
 type View struct {
 	MerchantID string
 
-	Cached  bool  // quota:{m} has a remain; if not, Remain and Ver are 0
-	Remain  int64 // Redis remain
-	Ver     int64
-	Pending []Pending // sorted by event id
+	Cached  bool      // every shard has a remain; if none has, Remain and Ver are 0
+	Remain  int64     // Redis remain, summed over the shards
+	Ver     int64     // the highest of the shards'
+	Pending []Pending // of every shard, sorted by event id
+
+	Layout shard.Layout
+	Shards []ShardView // in shard order, then those of the layout being folded
 
 	Known    bool // the merchant has a merchant_balance row
 	Credited int64
@@ -50,25 +56,57 @@ type View struct {
 	Drift  int64 // Remain - Expected when Cached
 }
 
+// ShardView is one shard's hash.
+type ShardView struct {
+	Tag     string // the hash tag: the merchant id, or "m#s"
+	Cached  bool
+	Remain  int64
+	Ver     int64
+	Pending int
+}
+
 // Show reads a merchant's Redis and MySQL state for an operator. It takes no
 // lock, so a batch in flight may show as drift for a moment.
 func (d *Deductor) Show(ctx context.Context, merchantID string) (View, error) {
 	v := View{MerchantID: merchantID}
-	h, err := quota.Read(ctx, d.rdb, []string{d.keys.Quota(merchantID)})
+	layouts, err := d.shards.Layouts(ctx, []string{merchantID})
 	if err != nil {
 		return View{}, err
 	}
-	q, err := quota.Parse(h[0])
+	v.Layout = layouts[merchantID]
+	tags := v.Layout.Tags(merchantID)
+	keys := make([]string, len(tags))
+	for k, t := range tags {
+		keys[k] = d.keys.Quota(t)
+	}
+	hs, err := quota.Read(ctx, d.rdb, keys)
 	if err != nil {
-		return View{}, fmt.Errorf("deduct: quota of %s: %w", merchantID, err)
+		return View{}, err
 	}
-	v.Cached, v.Remain = q.Exists, q.Remain
-	v.Ver, _ = strconv.ParseInt(q.Ver, 10, 64)
-	ids := make([]string, len(q.Pending))
-	for k, p := range q.Pending {
-		ids[k] = p.EventID
-		v.Pending = append(v.Pending, Pending{Pending: p, Age: d.now().Sub(p.At)})
+	var ids []string
+	v.Cached = true
+	for k, h := range hs {
+		q, err := quota.Parse(h)
+		if err != nil {
+			return View{}, fmt.Errorf("deduct: quota of %s: %w", tags[k], err)
+		}
+		sv := ShardView{Tag: tags[k], Cached: q.Exists, Remain: q.Remain, Pending: len(q.Pending)}
+		sv.Ver, _ = strconv.ParseInt(q.Ver, 10, 64)
+		v.Shards = append(v.Shards, sv)
+		if k < v.Layout.Shards {
+			v.Cached = v.Cached && q.Exists
+		}
+		v.Remain += q.Remain
+		v.Ver = max(v.Ver, sv.Ver)
+		for _, p := range q.Pending {
+			ids = append(ids, p.EventID)
+			v.Pending = append(v.Pending, Pending{Pending: p, Age: d.now().Sub(p.At)})
+		}
 	}
+	if !v.Cached {
+		v.Remain, v.Ver = 0, 0
+	}
+	slices.SortFunc(v.Pending, func(a, b Pending) int { return strings.Compare(a.EventID, b.EventID) })
 
 	bals, err := d.ledger.Balances(ctx, []string{merchantID})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/logging"
 	"github.com/quotaflow/billing/internal/scenario"
+	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/workload"
 )
 
@@ -32,6 +33,7 @@ type Options struct {
 	Merchants  int
 	Events     int
 	Hot        float64 // share of traffic of the hottest merchant
+	Shards     int     // quota shards of the hottest merchant (default 1)
 	Duplicates float64
 	Malformed  float64
 	Conflicts  int
@@ -58,6 +60,7 @@ type Options struct {
 func (o *Options) Defaults() {
 	o.Partitions, o.Merchants, o.Events = cmp.Or(o.Partitions, 6), cmp.Or(o.Merchants, 300), cmp.Or(o.Events, 30_000)
 	o.LogLevel = cmp.Or(o.LogLevel, "error")
+	o.Shards = cmp.Or(o.Shards, 1)
 }
 
 // Validate reports every bad option at once.
@@ -72,6 +75,7 @@ func (o Options) Validate() error {
 	check(o.Events >= 100, "--events %d: at least 100", o.Events)
 	check(o.Partitions >= 1 && o.Partitions <= 64, "--partitions %d: 1..64", o.Partitions)
 	check(!(o.Rate < 0), "--rate %v: not negative", o.Rate)
+	check(o.Shards >= 1 && o.Shards <= shard.Max, "--shards %d: 1..64", o.Shards)
 	check(o.Conflicts >= 0 && o.Conflicts <= o.Events/10, "--conflicts %d: 0..events/10", o.Conflicts)
 	return errors.Join(errs...)
 }

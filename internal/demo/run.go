@@ -57,6 +57,9 @@ func (r *run) all(ctx context.Context) error {
 	if err := r.grant(ctx); err != nil {
 		return err
 	}
+	if err := r.shardHot(ctx); err != nil {
+		return err
+	}
 	if r.workers[1], err = r.startWorker(ctx, 2, false); err != nil {
 		return err
 	}
@@ -153,6 +156,21 @@ func (r *run) grant(ctx context.Context) error {
 		return err
 	}
 	return r.setAlerts(ctx, known[:3])
+}
+
+// shardHot splits the hottest merchant's quota over --shards shards, with
+// the operator's command's code, and has the first worker route by it at once
+// (the second reads it as it starts).
+func (r *run) shardHot(ctx context.Context) error {
+	if r.o.Shards == 1 {
+		return nil
+	}
+	hot := workload.MerchantIDs(1)[0]
+	if _, err := r.workers[0].Deductor.Reshard(ctx, hot, r.o.Shards); err != nil {
+		return fmt.Errorf("demo: shard %s: %w", hot, err)
+	}
+	r.say("sharded %s over %d quota shards", hot, r.o.Shards)
+	return r.workers[0].Shards.Refresh(ctx)
 }
 
 // consume produces the traffic while the workers consume it, restarts the

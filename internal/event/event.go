@@ -87,10 +87,18 @@ func Decode(key, value []byte) (PaymentSucceeded, error) {
 	if len(errs) > 0 {
 		return PaymentSucceeded{}, errs[0] // the first is enough to route it; all are equally fatal
 	}
-	if len(key) > 0 && string(key) != e.MerchantID {
-		return PaymentSucceeded{}, &InvalidError{Field: "key", Reason: fmt.Sprintf("message key %q does not match merchant_id %q", key, e.MerchantID)}
+	if err := e.CheckKey(key); err != nil {
+		return PaymentSucceeded{}, err
 	}
 	return e, nil
+}
+
+// CheckKey is Decode's check of the Kafka key: empty or the merchant_id.
+func (e PaymentSucceeded) CheckKey(key []byte) error {
+	if len(key) > 0 && string(key) != e.MerchantID {
+		return &InvalidError{Field: "key", Reason: fmt.Sprintf("message key %q does not match merchant_id %q", key, e.MerchantID)}
+	}
+	return nil
 }
 
 // Encode renders the event in its wire form.

@@ -20,6 +20,7 @@ import (
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -157,7 +158,8 @@ func (g *rig) newGranter() *deduct.Deductor {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	d, err := deduct.New(g.rdb, g.keys, app.MerchantLocks(locks, g.keys, lockTTL), store, zap.NewNop(), nil, deduct.Options{})
+	d, err := deduct.New(g.rdb, g.keys, app.MerchantLocks(locks, g.keys, lockTTL), store, zap.NewNop(), nil,
+		deduct.Options{Shards: shard.NewCache(shard.NewStore(g.db.SQL), 0, nil)})
 	if err != nil {
 		g.t.Fatal(err)
 	}

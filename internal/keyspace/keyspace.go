@@ -1,6 +1,8 @@
 // Package keyspace names the Redis keys. A merchant's keys carry its id as a
-// hash tag ({m}), so one Lua call may touch them all on a Redis Cluster; the
-// optional prefix (no braces) lets deployments and tests share one Redis.
+// hash tag ({m}), so one Lua call may touch them all on a Redis Cluster; a
+// sharded merchant's keys carry one tag per shard ({m#s}, see package shard),
+// so its shards spread over the Cluster. The optional prefix (no braces) lets
+// deployments and tests share one Redis.
 package keyspace
 
 import (
@@ -24,14 +26,15 @@ func New(prefix string) (Keyspace, error) {
 // Prefix is the prefix every key starts with.
 func (k Keyspace) Prefix() string { return k.prefix }
 
-// Quota is the hash with the merchant's remain, ver and pending p:<event_id> fields.
-func (k Keyspace) Quota(merchantID string) string {
-	return k.prefix + "quota:{" + merchantID + "}"
+// Quota is the hash with remain, ver and pending p:<event_id> fields of a
+// merchant (tag = its id) or of one shard of it (tag = "m#s").
+func (k Keyspace) Quota(tag string) string {
+	return k.prefix + "quota:{" + tag + "}"
 }
 
-// Lock is the per-merchant lock; it shares the hash slot of Quota.
-func (k Keyspace) Lock(merchantID string) string {
-	return k.prefix + "lock:quota:{" + merchantID + "}"
+// Lock is the lock of a merchant or shard; it shares the hash slot of Quota.
+func (k Keyspace) Lock(tag string) string {
+	return k.prefix + "lock:quota:{" + tag + "}"
 }
 
 // WorkerLease is the Snowflake worker-ID lease.
@@ -42,10 +45,11 @@ func (k Keyspace) WorkerLease(workerID int) string {
 // QuotaPattern matches every merchant quota hash (for SCAN).
 func (k Keyspace) QuotaPattern() string { return k.prefix + "quota:{*}" }
 
-// MerchantFromQuota returns the merchant id of a Quota key, and false for any other key.
+// MerchantFromQuota returns the merchant id of an unsharded merchant's Quota
+// key, and false for any other key (a shard's included).
 func (k Keyspace) MerchantFromQuota(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, k.prefix+"quota:{")
-	if !ok || !strings.HasSuffix(rest, "}") {
+	if !ok || !strings.HasSuffix(rest, "}") || strings.Contains(rest, "#") {
 		return "", false
 	}
 	return strings.TrimSuffix(rest, "}"), true

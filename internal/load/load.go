@@ -23,6 +23,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/shard"
 )
 
 // Options of a load run.
@@ -45,6 +47,7 @@ type Options struct {
 
 	Merchants int     // default 1000
 	Hot       float64 // share of the events of merchant m-000000; 0: uniform
+	Shards    int     // quota shards of m-000000 (default 1: not sharded)
 	Events    int     // default 200,000
 	Seed      uint64
 	// LedgerRows pre-fills quota_ledger with this many debit rows (and
@@ -87,6 +90,7 @@ func (o *Options) setDefaults() {
 	o.Warmup, o.SampleEvery = cmp.Or(o.Warmup, 2*time.Second), cmp.Or(o.SampleEvery, time.Second)
 	o.Stall, o.Timeout = cmp.Or(o.Stall, time.Minute), cmp.Or(o.Timeout, 30*time.Minute)
 	o.Log = cmp.Or(o.Log, zap.NewNop())
+	o.Shards = cmp.Or(o.Shards, 1)
 }
 
 // Validate reports every bad option at once.
@@ -115,6 +119,9 @@ func (o Options) Validate() error {
 	}
 	if o.Hot < 0 || o.Hot > 1 {
 		errs = append(errs, fmt.Errorf("hot %v: 0..1", o.Hot))
+	}
+	if o.Shards < 1 || o.Shards > shard.Max {
+		errs = append(errs, fmt.Errorf("shards %d: 1..%d", o.Shards, shard.Max))
 	}
 	if o.Events < 1 || o.LedgerRows < 0 || o.BaselineEvents < 0 {
 		errs = append(errs, fmt.Errorf("events %d, ledger rows %d, baseline events %d: events positive, the others not negative", o.Events, o.LedgerRows, o.BaselineEvents))
@@ -173,6 +180,7 @@ type Setup struct {
 	Partitions   int      `json:"partitions"`
 	Merchants    int      `json:"merchants"`
 	Hot          float64  `json:"hot_share"`
+	Shards       int      `json:"hot_shards"`
 	Seed         uint64   `json:"seed"`
 	Workers      int      `json:"workers"`
 	WorkerBinary string   `json:"worker_binary"`

@@ -54,7 +54,7 @@ func (r *run) all(ctx context.Context) error {
 	o, st := r.o, r.st
 	r.res.Setup = Setup{
 		Database: st.DBName, KeyPrefix: st.Prefix, Topic: st.Topic, Brokers: st.Brokers, Embedded: st.Cluster != nil,
-		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Seed: o.Seed, Workers: o.Workers,
+		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Shards: o.Shards, Seed: o.Seed, Workers: o.Workers,
 		WorkerBinary: o.WorkerBinary, WorkerEnv: o.WorkerEnv, LedgerRows: o.LedgerRows, OrderedIDs: o.OrderedIDs, Rate: o.Rate,
 	}
 	r.res.Host = host(ctx, st)
@@ -65,6 +65,13 @@ func (r *run) all(ctx context.Context) error {
 	var err error
 	if r.fill, err = grant(ctx, st.db, workload.MerchantIDs(o.Merchants), o.LedgerRows, r.idPfx, o.Events, o.OrderedIDs); err != nil {
 		return err
+	}
+	if o.Shards > 1 {
+		// Before any worker: no quota hash exists yet, so the layout needs no fold.
+		if _, err := st.db.ExecContext(ctx, "INSERT INTO merchant_shards (merchant_id, shards) VALUES (?, ?)",
+			workload.MerchantIDs(1)[0], o.Shards); err != nil {
+			return fmt.Errorf("load: shard the hot merchant: %w", err)
+		}
 	}
 	if o.LedgerRows > 0 {
 		if err := warm(ctx, st.db); err != nil {

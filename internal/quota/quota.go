@@ -109,3 +109,30 @@ func Read(ctx context.Context, rdb Client, keys []string) ([]map[string]string, 
 	}
 	return out, nil
 }
+
+// Merge reads a sharded merchant's hashes (HGETALLs) as one: remain summed
+// (missing when a shard's is), every pending field, no ver. One hash is itself.
+func Merge(hs []map[string]string) map[string]string {
+	if len(hs) == 1 {
+		return hs[0]
+	}
+	out := make(map[string]string)
+	var sum int64
+	whole := true
+	for _, h := range hs {
+		v, err := strconv.ParseInt(h[FieldRemain], 10, 64)
+		if err != nil {
+			whole = false
+		}
+		sum += v
+		for f, val := range h {
+			if f != FieldRemain && f != FieldVer {
+				out[f] = val
+			}
+		}
+	}
+	if whole {
+		out[FieldRemain] = strconv.FormatInt(sum, 10)
+	}
+	return out
+}

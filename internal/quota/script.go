@@ -5,9 +5,12 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaflow/billing/internal/shard"
 )
 
 // ErrNotHeld: a fenced script found another token in the merchant lock, or
@@ -86,4 +89,54 @@ func (c *Call) Wrote() (bool, error) {
 		return false, err
 	}
 	return len(values) > 0 && values[0] == int64(1), nil
+}
+
+//go:embed rewrite.lua
+var rewriteSrc string
+
+var rewriteScript = Script(rewriteSrc)
+
+// Rewrite is the fenced call that replaces the hash at quotaKey with remain,
+// ver and the given pending deductions (a shard's part of a rebalance).
+func Rewrite(quotaKey, lockKey, token string, remain, ver int64, floor string, pending []Pending) *Call {
+	args := make([]any, 0, 4+2*len(pending))
+	args = append(args, token, remain, ver, floor)
+	for _, p := range pending {
+		args = append(args, PendingField(p.EventID), FormatPending(p.Amount, p.At))
+	}
+	return &Call{Script: rewriteScript, Keys: []string{quotaKey, lockKey}, Args: args}
+}
+
+// Spread lays a sharded merchant's quota out over its n shards: remain (the
+// available balance less what is in flight) and the overdraft floor ("0", N
+// or "inf", as the hydration takes it) split evenly, so that the shards'
+// remains sum to remain and their floors to the floor, every shard's remain
+// at or above its own floor's bound; each pending deduction in its event's
+// shard (shard.Of), where a redelivered event finds it.
+func Spread(remain int64, floor string, pending []Pending, n int) ([]int64, []string, [][]Pending) {
+	n = max(n, 1)
+	perShard := make([][]Pending, n)
+	for _, p := range pending {
+		s := shard.Of(p.EventID, n)
+		perShard[s] = append(perShard[s], p)
+	}
+	floors := make([]string, n)
+	var remains []int64
+	if f, err := strconv.ParseInt(floor, 10, 64); err == nil && f >= 0 {
+		head, fs := shard.Split(remain+f, n), shard.Split(f, n)
+		remains = make([]int64, n)
+		for s := range remains {
+			remains[s], floors[s] = head[s]-fs[s], strconv.FormatInt(fs[s], 10)
+		}
+		if remain+f < 0 { // below the floor already: the first shard carries it
+			remains[0] += remain + f
+		}
+		return remains, floors, perShard
+	}
+	for s := range floors {
+		floors[s] = floor // unbounded (overage)
+	}
+	remains = shard.Split(max(remain, 0), n)
+	remains[0] += min(remain, 0)
+	return remains, floors, perShard
 }

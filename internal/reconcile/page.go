@@ -5,32 +5,52 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/quota"
+	"github.com/quotaflow/billing/internal/shard"
 )
 
 // checkPage checks the quota hashes of merchants against MySQL, each under its
-// lock, repairs them and adds what it got to t, also when it fails.
+// lock, repairs them and adds what it got to t, also when it fails. A sharded
+// merchant is checked as a whole: all its shard locks, the sum of its shards
+// (plus pending) against MySQL, and a repair that rewrites every shard.
 func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally) (err error) {
 	var out Report
 	defer func() { t.add(out) }()
+	layouts, err := shard.NewStore(r.db).Layouts(ctx, merchants)
+	if err != nil {
+		return err
+	}
 	locks := make(map[string]*lock.Lock, len(merchants))
 	defer r.releaseAll(ctx, locks)
 	var locked, keys []string
+	tagsOf := make(map[string][]string, len(merchants))
 	for _, m := range merchants {
-		h, err := r.locks.Obtain(ctx, r.keys.Lock(m), r.cfg.LockTTL)
-		switch {
-		case errors.Is(err, lock.ErrNotObtained):
+		l := layouts[m]
+		if l.FoldingFrom != 0 {
+			// A resharding is folding: the next wide pass of a worker or the
+			// reshard command finishes it; checked on the next run.
 			out.BusyMerchants = append(out.BusyMerchants, m)
+			continue
+		}
+		tags := l.Tags(m)
+		busy, err := r.obtainAll(ctx, tags, locks)
+		switch {
 		case err != nil:
 			return err
-		default:
-			locks[m] = h
-			locked, keys = append(locked, m), append(keys, r.keys.Quota(m))
+		case busy:
+			out.BusyMerchants = append(out.BusyMerchants, m)
+			continue
+		}
+		tagsOf[m] = tags
+		locked = append(locked, m)
+		for _, tg := range tags {
+			keys = append(keys, r.keys.Quota(tg))
 		}
 	}
 	hashes, err := quota.Read(ctx, r.rdb, keys)
@@ -49,7 +69,10 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 		return err
 	}
 	now := r.now()
-	for i, m := range locked {
+	for _, m := range locked {
+		tags := tagsOf[m]
+		shardHashes := hashes[:len(tags)]
+		hashes = hashes[len(tags):]
 		b, ok := balances[m]
 		if !ok {
 			out.Unknown = append(out.Unknown, m)
@@ -62,9 +85,14 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 			}
 		}
 		held := t.held(m)
-		v := classify(merchantInput{ID: m, balance: b, Quota: hashes[i],
+		v := classify(merchantInput{ID: m, balance: b, Quota: quota.Merge(shardHashes),
 			Confirmed: confirmed, Held: held}, now, r.cfg)
-		applied, err := r.execute(ctx, m, locks[m].Token(), &v)
+		var applied bool
+		if len(tags) == 1 {
+			applied, err = r.execute(ctx, m, locks[m].Token(), &v)
+		} else {
+			applied, err = r.executeShards(ctx, m, b.Policy.RedisFloor(), tags, locks, shardHashes, &v)
+		}
 		out.Findings = append(out.Findings, v.Findings...)
 		if err != nil {
 			return err
@@ -82,6 +110,88 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 		}
 	}
 	return nil
+}
+
+// obtainAll takes the locks of tags, one try each, into locks (by tag); when
+// one is busy it releases those it took and reports busy.
+func (r *Reconciler) obtainAll(ctx context.Context, tags []string, locks map[string]*lock.Lock) (busy bool, err error) {
+	for k, tg := range tags {
+		h, err := r.locks.Obtain(ctx, r.keys.Lock(tg), r.cfg.LockTTL)
+		if err == nil {
+			locks[tg] = h
+			continue
+		}
+		taken := make(map[string]*lock.Lock, k)
+		for _, prev := range tags[:k] {
+			taken[prev] = locks[prev]
+			delete(locks, prev)
+		}
+		r.releaseAll(ctx, taken)
+		if errors.Is(err, lock.ErrNotObtained) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// executeShards applies a sharded merchant's plan under all its shard locks:
+// the shards are rewritten with the plan's remain split evenly and the pending
+// deductions it keeps, each in its event's shard (a hydration keeps none, as
+// for one hash). The workers' scripts are fenced by the same locks, so nothing
+// moved since the read.
+func (r *Reconciler) executeShards(ctx context.Context, m, floor string, tags []string, locks map[string]*lock.Lock,
+	hashes []map[string]string, v *verdict) (bool, error) {
+	if v.Plan.Kind == planNone {
+		return false, nil
+	}
+	if r.beforeApply != nil {
+		r.beforeApply(m)
+	}
+	var keep []quota.Pending
+	var ver int64
+	if v.Plan.Kind == planRepair {
+		drop := make(map[string]bool, len(v.Plan.Delete))
+		for _, f := range v.Plan.Delete {
+			drop[f] = true
+		}
+		for _, h := range hashes {
+			q, _ := quota.Parse(h) // parsed by classify already
+			for _, p := range q.Pending {
+				if !drop[quota.PendingField(p.EventID)] {
+					keep = append(keep, p)
+				}
+			}
+			n, _ := strconv.ParseInt(q.Ver, 10, 64)
+			ver = max(ver, n)
+		}
+	}
+	remains, floors, pendings := quota.Spread(v.Plan.Remain, floor, keep, len(tags))
+	calls := make([]*quota.Call, len(tags))
+	for s, tg := range tags {
+		calls[s] = quota.Rewrite(r.keys.Quota(tg), r.keys.Lock(tg), locks[tg].Token(), remains[s], max(ver+1, r.now().UnixMicro()), floors[s], pendings[s])
+	}
+	quota.Run(ctx, r.rdb, calls...)
+	for _, c := range calls {
+		if _, err := c.Wrote(); err != nil {
+			v.resolve(ActionAborted)
+			r.m.repairs.WithLabelValues("aborted").Inc()
+			if errors.Is(err, quota.ErrNotHeld) {
+				r.log.Warn("reconcile repair aborted: a shard lock moved", zap.String("merchant_id", m))
+				return false, nil
+			}
+			return false, fmt.Errorf("reconcile: repair %s: %w", m, err)
+		}
+	}
+	result := "repaired"
+	if v.Plan.Kind == planHydrate {
+		result = "hydrated"
+	}
+	v.resolve(ActionRepaired)
+	r.m.repairs.WithLabelValues(result).Inc()
+	r.log.Info("reconcile "+result, zap.String("merchant_id", m), zap.Int("shards", len(tags)), zap.Int64("remain", v.Plan.Remain),
+		zap.Strings("fields_deleted", v.Plan.Delete))
+	return true, nil
 }
 
 // execute runs the verdict's plan, if any, resolves its findings' actions and

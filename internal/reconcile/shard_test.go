@@ -1,0 +1,71 @@
+package reconcile
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/quotaflow/billing/internal/quota"
+	"github.com/quotaflow/billing/internal/shard"
+)
+
+// A sharded merchant is compared as the sum of its shards plus pending, and
+// repaired shard by shard: the young in-flight deduction stays (moved to its
+// event's shard), the orphan goes, the total is MySQL's, and a second run is
+// clean. A merchant with a missing shard is hydrated over all of them.
+func TestShardedMerchants(t *testing.T) {
+	e := newEnv(t)
+	now := time.Now()
+	old, young := now.Add(-10*time.Minute), now.Add(-5*time.Second)
+	e.merchant("m-hot", 100, 30)
+	e.merchant("m-gap", 50, 0)
+	e.merchant("m-even", 40, 0)
+	e.exec("INSERT INTO merchant_shards (merchant_id, shards) VALUES ('m-hot', 4), ('m-gap', 2), ('m-even', 2)")
+	// m-hot: 70 available, 6 in flight (young), 4 orphaned: expected 64; the shards hold 20+20+20+9 = 69.
+	e.setQuota("m-hot#0", 20, 1, "evt-young", 6, young)
+	e.setQuota("m-hot#1", 20, 1, "evt-orphan", 4, old)
+	e.setQuota("m-hot#2", 20, 1)
+	e.setQuota("m-hot#3", 9, 1)
+	e.setQuota("m-gap#0", 25, 1) // m-gap#1 missing
+	e.setQuota("m-even#0", 13, 1)
+	e.setQuota("m-even#1", 27, 1) // uneven but exact: not drift
+
+	r, _ := e.reconciler(Config{})
+	rep := mustRun(t, r)
+	got := byMerchant(rep.Findings)
+	want := map[string]Action{"m-hot redis_high": ActionRepaired, "m-hot orphan_pending": ActionRepaired, "m-gap missing_key": ActionRepaired}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("findings %v\nwant %v", sortedKeys(got), sortedKeys(want))
+	}
+	var sum int64
+	var carried string
+	for s, tag := range shard.Tags("m-hot", 4) {
+		q, err := quota.Parse(e.quota(tag))
+		if err != nil || !q.Exists {
+			t.Fatalf("shard %s: %+v %v", tag, q, err)
+		}
+		sum += q.Remain
+		for _, p := range q.Pending {
+			if p.EventID == "evt-orphan" {
+				t.Error("the orphaned deduction was kept")
+			}
+			if p.EventID == "evt-young" && s == shard.Of("evt-young", 4) {
+				carried = tag
+			}
+		}
+	}
+	if sum != 64 || carried == "" {
+		t.Fatalf("m-hot shards sum to %d (want 64), young deduction in its shard: %q", sum, carried)
+	}
+	var gap int64
+	for _, tag := range shard.Tags("m-gap", 2) {
+		q, _ := quota.Parse(e.quota(tag))
+		gap += q.Remain
+	}
+	if gap != 50 {
+		t.Fatalf("m-gap hydrated to %d, want 50", gap)
+	}
+	if again := mustRun(t, r); len(again.Findings) != 0 || again.Status != StatusClean {
+		t.Fatalf("second run: %+v", again)
+	}
+}
