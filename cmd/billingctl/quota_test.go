@@ -97,8 +97,8 @@ func TestQuotaGrantAndShow(t *testing.T) {
 		t.Fatalf("shards: %v %s", err, out)
 	}
 	out, err = quota("show", "--merchant", "m-7")
-	if err != nil || !strings.Contains(out, "shards           4") || !strings.Contains(out, "quota:{m-7#3}") ||
-		!strings.Contains(out, "redis remain     250") {
+	if err != nil || !strings.Contains(out, "shards            4") || !strings.Contains(out, "quota:{m-7#3}") ||
+		!strings.Contains(out, "redis remain      250") {
 		t.Fatalf("show of 4 shards: %v\n%s", err, out)
 	}
 	out, err = quota("show", "--merchant", "m-unknown", "--output", "json")
