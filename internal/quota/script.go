@@ -75,7 +75,7 @@ var hydrateSrc string
 // merchant_balance) into a missing hash at quotaKey, dropping any leftover
 // fields, and leaves an existing remain alone. Wrote says which it did.
 func Hydrate(quotaKey, lockKey, token string, remain int64, now time.Time) *Call {
-	return &Call{Script: Script(hydrateSrc), Keys: []string{quotaKey, lockKey}, Args: []any{token, remain, now.UnixMicro()}}
+	return &Call{Script: Script("hydrate", hydrateSrc), Keys: []string{quotaKey, lockKey}, Args: []any{token, remain, now.UnixMicro()}}
 }
 
 // Wrote reads a fenced script's {'ok', 1} (wrote) or {'ok', 0} (as Hydrate's).
