@@ -66,7 +66,9 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 	}
 
 	// Which script a round's batch meets first after the thaw depends on where
-	// MySQL held it, which the proxy cannot choose: the rounds go on until
+	// MySQL held it. The proxy can hold a batch as it begins its commit
+	// (settle.lua next), not just before its deduction (the existing-events
+	// query is a prepared statement, no text to match): the rounds go on until
 	// each script in mustRefuse was refused at least once, so that a mutant
 	// without the check of any one of them fails here.
 	refused := map[string]float64{}
@@ -77,7 +79,8 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 		}
 		p.await(ctx, between(p.rng, 200*time.Millisecond, time.Second))
 		p.fired(ctx, "fence", a.name, "")
-		for script, n := range g.fenceRound(ctx, a, sql) {
+		// Once deduct.lua was refused, a round holds a batch in its commit.
+		for script, n := range g.fenceRound(ctx, a, sql, unrefused(refused) == "settle") {
 			refused[script] += n
 		}
 	}
@@ -146,10 +149,11 @@ var fencedScripts = []string{"deduct", "settle", "hydrate", "drop"}
 // fencing tests (crash_test.go) refuse those.
 var mustRefuse = []string{"deduct", "settle"}
 
-// maxFenceRounds bounds the fencing rounds: in 6 runs both scripts of
-// mustRefuse were refused after 2, 2, 2, 2, 3 and 7 rounds (one script's share
-// of refusals ranged from 2% to 90% of a run's), so 12 leaves room; a mutant
-// run costs all 12.
+// maxFenceRounds bounds the fencing rounds: in 6 runs that held MySQL at
+// random, both scripts of mustRefuse were refused after 2, 2, 2, 2, 3 and 7
+// rounds, settle.lua the rare one (1 of 53 refusals in the 7-round run);
+// a round held in a batch's commit refused settle.lua in 2 of 2 tries. 12
+// leaves room; a mutant run costs all 12.
 const maxFenceRounds = 12
 
 // unrefused is the first script of mustRefuse not refused yet, or "".
@@ -162,14 +166,31 @@ func unrefused(refused map[string]float64) string {
 	return ""
 }
 
+// holdMySQL pauses the worker's MySQL proxy; with settleFirst, as a batch
+// begins its ledger transaction.
+func (g *rig) holdMySQL(sql *testenv.Proxy, settleFirst bool) {
+	if !settleFirst {
+		sql.Pause() // w's locked batches wait on MySQL, between two fenced scripts
+		return
+	}
+	// Its next script is settle.lua. The existing-events query before
+	// deduct.lua is a prepared statement: no text to wait for.
+	select {
+	case <-sql.PauseAt([]byte("START TRANSACTION")):
+	case <-time.After(5 * time.Second):
+		g.t.Logf("no ledger transaction began in 5s; holding MySQL wherever it is")
+		sql.Pause()
+	}
+}
+
 // fenceRound is fault 1 of TestPausedWorkerIsFenced; it returns how many
 // calls of each fenced script of w refused the old token. A round in which
 // w's watchdog noticed the loss before its batch wrote refuses none.
-func (g *rig) fenceRound(ctx context.Context, w *proc, sql *testenv.Proxy) map[string]float64 {
+func (g *rig) fenceRound(ctx context.Context, w *proc, sql *testenv.Proxy, settleFirst bool) map[string]float64 {
 	g.t.Helper()
 	const taken = "taken-while-frozen"
 	before := w.Total(ctx)
-	sql.Pause() // w's locked batches wait on MySQL, between two fenced scripts
+	g.holdMySQL(sql, settleFirst)
 	held := g.freezeHolding(ctx, w, sql)
 	for k := range held {
 		if err := g.rdb.Set(ctx, k, taken, 10*lockTTL).Err(); err != nil {
