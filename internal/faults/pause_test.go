@@ -34,8 +34,8 @@ const notFenced = "no write of the thawed worker was refused by the token check 
 //     change hands (as when they expire or a failover loses them: the frozen
 //     watchdog has not seen it). Thawed, its batch's next script carries the
 //     old token and must be refused (billing_deduct_fenced_total{script}):
-//     rounds go on, at most maxFenceRounds, until deduct.lua and settle.lua
-//     have each been refused. A watchdog that gets there first (renewal due
+//     rounds go on, at most maxFenceRounds, until deduct.lua, settle.lua and
+//     hydrate.lua have each been refused. A watchdog that gets there first (renewal due
 //     in TTL/3 = 667ms) only makes a round refuse nothing.
 //  2. a freeze past the lock TTL and the group session: a second worker takes
 //     over its partitions and merchants, then the first is thawed and carries
@@ -66,11 +66,9 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 	}
 
 	// Which script a round's batch meets first after the thaw depends on where
-	// MySQL held it. The proxy can hold a batch as it begins its commit
-	// (settle.lua next), not just before its deduction (the existing-events
-	// query is a prepared statement, no text to match): the rounds go on until
-	// each script in mustRefuse was refused at least once, so that a mutant
-	// without the check of any one of them fails here.
+	// MySQL held it (see holdMySQL): the rounds go on until each script in
+	// mustRefuse was refused at least once, so that a mutant without the
+	// check of any one of them fails here.
 	refused := map[string]float64{}
 	rounds := 0
 	for ; rounds < size(2, 6) || unrefused(refused) != ""; rounds++ {
@@ -79,8 +77,7 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 		}
 		p.await(ctx, between(p.rng, 200*time.Millisecond, time.Second))
 		p.fired(ctx, "fence", a.name, "")
-		// Once deduct.lua was refused, a round holds a batch in its commit.
-		for script, n := range g.fenceRound(ctx, a, sql, unrefused(refused) == "settle") {
+		for script, n := range g.fenceRound(ctx, a, sql, unrefused(refused)) {
 			refused[script] += n
 		}
 	}
@@ -142,18 +139,16 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 var fencedScripts = []string{"deduct", "settle", "hydrate", "drop"}
 
 // mustRefuse are those the fencing rounds reach: a batch held by MySQL waits
-// either before its deduction (the existing-events query) or before its
-// settle (the ledger commit). hydrate.lua runs only right after a missing
-// cache was read from MySQL and drop.lua only after MySQL refused what Redis
-// allowed, neither of which the rounds can time; the deduct package's
-// fencing tests (crash_test.go) refuse those.
-var mustRefuse = []string{"deduct", "settle"}
+// before its deduction (the existing-events query), its hydration (the
+// balances query, after a missing cache) or its settle (the ledger commit).
+// drop.lua runs only after MySQL refused what Redis allowed, which the rounds
+// cannot cause; TestDropIsFenced in the deduct package refuses it.
+var mustRefuse = []string{"deduct", "settle", "hydrate"}
 
-// maxFenceRounds bounds the fencing rounds: in 6 runs that held MySQL at
-// random, both scripts of mustRefuse were refused after 2, 2, 2, 2, 3 and 7
-// rounds, settle.lua the rare one (1 of 53 refusals in the 7-round run);
-// a round held in a batch's commit refused settle.lua in 2 of 2 tries. 12
-// leaves room; a mutant run costs all 12.
+// maxFenceRounds bounds the fencing rounds: holding MySQL at random, 6 runs
+// had deduct.lua and settle.lua both refused after 2 to 7 rounds, settle.lua
+// the rare one; aimed (holdMySQL), settle.lua and hydrate.lua were refused in
+// the first round aimed at each. 12 leaves room; a mutant run costs all 12.
 const maxFenceRounds = 12
 
 // unrefused is the first script of mustRefuse not refused yet, or "".
@@ -166,19 +161,30 @@ func unrefused(refused map[string]float64) string {
 	return ""
 }
 
-// holdMySQL pauses the worker's MySQL proxy; with settleFirst, as a batch
-// begins its ledger transaction.
-func (g *rig) holdMySQL(sql *testenv.Proxy, settleFirst bool) {
-	if !settleFirst {
+// holdMySQL pauses the worker's MySQL proxy so that a locked batch's next
+// script is next: settle.lua as it begins its ledger transaction, hydrate.lua
+// as it reads the balances of the quota hashes just deleted here. deduct.lua
+// follows the existing-events query, a prepared statement with no text to
+// wait for: the proxy is paused wherever the batches are.
+func (g *rig) holdMySQL(ctx context.Context, sql *testenv.Proxy, next string) {
+	var at string
+	switch next {
+	case "settle":
+		at = "START TRANSACTION"
+	case "hydrate":
+		at = "FROM `merchant_balance` WHERE merchant_id IN"
+		iter := g.rdb.Scan(ctx, 0, g.keys.Prefix()+"quota:*", 1000).Iterator()
+		for iter.Next(ctx) { // a cache loss: the invariants allow a missing hash
+			g.rdb.Del(ctx, iter.Val())
+		}
+	default:
 		sql.Pause() // w's locked batches wait on MySQL, between two fenced scripts
 		return
 	}
-	// Its next script is settle.lua. The existing-events query before
-	// deduct.lua is a prepared statement: no text to wait for.
 	select {
-	case <-sql.PauseAt([]byte("START TRANSACTION")):
+	case <-sql.PauseAt([]byte(at)):
 	case <-time.After(5 * time.Second):
-		g.t.Logf("no ledger transaction began in 5s; holding MySQL wherever it is")
+		g.t.Logf("no %q sent in 5s; holding MySQL wherever it is", at)
 		sql.Pause()
 	}
 }
@@ -186,11 +192,11 @@ func (g *rig) holdMySQL(sql *testenv.Proxy, settleFirst bool) {
 // fenceRound is fault 1 of TestPausedWorkerIsFenced; it returns how many
 // calls of each fenced script of w refused the old token. A round in which
 // w's watchdog noticed the loss before its batch wrote refuses none.
-func (g *rig) fenceRound(ctx context.Context, w *proc, sql *testenv.Proxy, settleFirst bool) map[string]float64 {
+func (g *rig) fenceRound(ctx context.Context, w *proc, sql *testenv.Proxy, next string) map[string]float64 {
 	g.t.Helper()
 	const taken = "taken-while-frozen"
 	before := w.Total(ctx)
-	g.holdMySQL(sql, settleFirst)
+	g.holdMySQL(ctx, sql, next)
 	held := g.freezeHolding(ctx, w, sql)
 	for k := range held {
 		if err := g.rdb.Set(ctx, k, taken, 10*lockTTL).Err(); err != nil {
@@ -353,7 +359,6 @@ func TestUnfencedScriptsFailTheirPackageTests(t *testing.T) {
 		t.Skip("this is a mutant or a replay run")
 	}
 	for _, c := range []struct{ script, pkg, test, want string }{
-		{"hydrate", "./internal/quota", "TestHydrate", "want ErrNotHeld"},
 		{"drop", "./internal/deduct", "TestDropIsFenced", "want ErrLockLost"},
 	} {
 		t.Run(c.script, func(t *testing.T) {
