@@ -193,3 +193,27 @@ func TestLockLostAfterCommit(t *testing.T) {
 	}
 	e.checkConsistent()
 }
+
+// TestDropIsFenced: a cache drop (after MySQL refused what Redis allowed)
+// under a lock now held by another worker deletes nothing; the fault suite's
+// paused worker cannot time that moment, so its fencing is proved here.
+func TestDropIsFenced(t *testing.T) {
+	e := newEnv(t)
+	e.grant("m-a", 10)
+	e.apply(e.d, []event.PaymentSucceeded{pay("e0", "m-a", 1)})
+	ctx := context.Background()
+	lockKey := e.redis.Keys.Lock("m-a")
+	if err := e.redis.Client.Set(ctx, lockKey, "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := e.d.drop(ctx, map[string]heldLock{"m-a": {key: lockKey, token: "ours-before"}}, "m-a")
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("drop = %v, want ErrLockLost", err)
+	}
+	if remain, _ := e.quota("m-a"); remain != 9 {
+		t.Errorf("a fenced-out drop deleted the cache: remain %d", remain)
+	}
+	if n := counterValue(t, e.d.metrics.fenced.WithLabelValues("drop")); n != 1 {
+		t.Errorf("fenced drops = %v, want 1", n)
+	}
+}

@@ -105,8 +105,8 @@ func New(rdb Redis, keys keyspace.Keyspace, locks Locker, led Ledger, log *zap.L
 	}
 	return &Deductor{
 		rdb: rdb, keys: keys, locks: locks, ledger: led, log: log, metrics: m, opts: opts, shards: shards,
-		now: time.Now, deductLua: quota.Script(deductSrc), settleLua: quota.Script(settleSrc),
-		dropLua: quota.Script(dropSrc),
+		now: time.Now, deductLua: quota.Script("deduct", deductSrc), settleLua: quota.Script("settle", settleSrc),
+		dropLua: quota.Script("drop", dropSrc),
 	}, nil
 }
 

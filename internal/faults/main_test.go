@@ -47,9 +47,10 @@ var (
 	seedFlag = flag.Uint64("faults.seed", 0, "replay every scenario with this seed (0: a fresh random seed per scenario)")
 	longFlag = flag.Bool("faults.long", false, "run the full-length scenarios (minutes) instead of the CI sizes")
 	soakFlag = flag.Duration("soak", 15*time.Second, "how long TestSoak runs; 0 skips it")
-	// unfencedFlag builds the workers with the unfenced tag (no token check in
-	// the fenced scripts): TestUnfencedScriptsFailThePausedWorker's mutant run.
-	unfencedFlag = flag.Bool("faults.unfenced", false, "build the workers without the fenced scripts' token check (the suite must then fail)")
+	// unfencedFlag builds the workers with the unfenced tag, without the token
+	// check of the named scripts: TestUnfencedScriptsFailThePausedWorker's
+	// mutant runs.
+	unfencedFlag = flag.String("faults.unfenced", "", "build the workers without the token check of these fenced scripts, comma-separated (deduct,settle,drop,hydrate; the suite must then fail)")
 )
 
 // workerBinary is cmd/billing-worker, built once by TestMain.
@@ -86,24 +87,34 @@ func runMain(m *testing.M) int {
 // buildWorker builds the real billing-worker binary (without -race: three of
 // them under the race detector would not fit on a small CI machine).
 func buildWorker(dir string) (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
 	bin := filepath.Join(dir, "billing-worker")
 	args := []string{"build", "-o", bin}
-	if *unfencedFlag {
-		args = append(args, "-tags", "unfenced")
+	if *unfencedFlag != "" {
+		args = append(args, unfencedArgs(*unfencedFlag)...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, goBin, append(args, "github.com/quotaflow/billing/cmd/billing-worker")...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, goTool(), append(args, "github.com/quotaflow/billing/cmd/billing-worker")...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build billing-worker: %w\n%s", err, out)
 	}
 	fmt.Fprintf(os.Stderr, "faults: built billing-worker in %v\n", time.Since(start).Round(time.Millisecond))
 	return bin, nil
+}
+
+// goTool is the go command.
+func goTool() string {
+	if bin, err := exec.LookPath("go"); err == nil {
+		return bin
+	}
+	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+}
+
+// unfencedArgs are the go build flags that strip the token check of scripts
+// (comma-separated).
+func unfencedArgs(scripts string) []string {
+	return []string{"-tags", "unfenced", "-ldflags", "-X github.com/quotaflow/billing/internal/quota.unfenced=" + scripts}
 }
 
 // size picks the CI size or, with -faults.long, the full one.

@@ -21,27 +21,29 @@ import (
 // fencedMetric counts the fenced script calls a worker's token check refused.
 const fencedMetric = "billing_deduct_fenced_total"
 
-// notFenced starts the failure of a fencing round that saw no refused write.
-const notFenced = "no write of the thawed worker was refused by a token check"
+// notFenced starts the failure of fencing rounds that saw no refusal by a
+// script of mustRefuse.
+const notFenced = "no write of the thawed worker was refused by the token check of"
 
 // A worker process is frozen with SIGSTOP (a long GC pause, a stalled VM)
 // while it holds merchant locks mid-batch. Two faults, each with its proof:
 //
-//  1. fencing (size(2, 6) rounds): the worker's MySQL traffic is held (a
-//     paused proxy), so its locked batches wait between two fenced scripts;
-//     it is frozen just after its watchdog renewed, and its locks change hands
-//     (as when they expire or a failover loses them: the frozen watchdog has
-//     not seen it). Thawed, its batch's next script (deduction, hydration,
-//     settle or drop) carries the old token and must be refused:
-//     billing_deduct_fenced_total rises in every round. A watchdog that gets
-//     there first (renewal due in TTL/3 = 667ms) only makes the round retry.
+//  1. fencing (at least size(2, 6) rounds): the worker's MySQL traffic is
+//     held (a paused proxy), so its locked batches wait between two fenced
+//     scripts; it is frozen just after its watchdog renewed, and its locks
+//     change hands (as when they expire or a failover loses them: the frozen
+//     watchdog has not seen it). Thawed, its batch's next script carries the
+//     old token and must be refused (billing_deduct_fenced_total{script}):
+//     rounds go on, at most maxFenceRounds, until deduct.lua, settle.lua and
+//     hydrate.lua have each been refused. A watchdog that gets there first (renewal due
+//     in TTL/3 = 667ms) only makes a round refuse nothing.
 //  2. a freeze past the lock TTL and the group session: a second worker takes
 //     over its partitions and merchants, then the first is thawed and carries
 //     on with locks it no longer holds. The invariants must hold; what it
 //     dead-letters again is a copy of a record of the same provenance.
 //
-// TestUnfencedScriptsFailThePausedWorker runs this against scripts without
-// the token check and expects round 1 to fail.
+// TestUnfencedScriptsFailThePausedWorker runs this with one script at a time
+// without its token check and expects the fencing rounds to fail.
 func TestPausedWorkerIsFenced(t *testing.T) {
 	t.Parallel()
 	p := newPlan(t)
@@ -51,9 +53,9 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 	p.use(g)
 	cfg := mixedLoad("pause-")
 	cfg.Skew = workload.Skew{Kind: workload.Hot, Param: 0.4} // one merchant nearly always locked
-	// 20s of load in CI: the fencing rounds take about 2s each, the freeze
-	// about 10s (a 6s session, then the locks' 2s TTL twice).
-	tr := traffic(t, p.seed(), cfg, size(5000, 30000), 5)
+	// 30s of load in CI: the fencing rounds take about 2s each (up to 12 of
+	// them), the freeze about 10s (a 6s session, then the locks' 2s TTL twice).
+	tr := traffic(t, p.seed(), cfg, size(7500, 30000), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 10000)
 	sql := testenv.NewProxy(t, g.dbAddr())
 	a := g.startProc(1, map[string]string{"MYSQL_DSN": g.dsnVia(sql.Addr())})
@@ -63,14 +65,23 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rounds := size(2, 6)
-	for round := 1; round <= rounds; round++ {
+	// Which script a round's batch meets first after the thaw depends on where
+	// MySQL held it (see holdMySQL): the rounds go on until each script in
+	// mustRefuse was refused at least once, so that a mutant without the
+	// check of any one of them fails here.
+	refused := map[string]float64{}
+	rounds := 0
+	for ; rounds < size(2, 6) || unrefused(refused) != ""; rounds++ {
+		if rounds == maxFenceRounds {
+			t.Fatalf("%s %s.lua in %d fencing rounds (refused by script: %v)", notFenced, unrefused(refused), rounds, refused)
+		}
 		p.await(ctx, between(p.rng, 200*time.Millisecond, time.Second))
 		p.fired(ctx, "fence", a.name, "")
-		if !g.fenceRound(ctx, a, sql) {
-			t.Fatalf("fencing round %d: %s (%s stayed at %.0f)", round, notFenced, fencedMetric, a.Total(ctx).Sum(fencedMetric))
+		for script, n := range g.fenceRound(ctx, a, sql, unrefused(refused)) {
+			refused[script] += n
 		}
 	}
+	t.Logf("%d fencing round(s); refused by script: %v", rounds, refused)
 
 	p.await(ctx, between(p.rng, 200*time.Millisecond, time.Second))
 	held := g.freezeHolding(ctx, a, nil)
@@ -116,45 +127,102 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 	t.Logf("drained; the thawed worker: %.0f fenced script call(s) refused, lock lost in %.0f batch(es), %.0f batch failure(s); the group re-processed %.0f duplicate(s); dead letters published: %s %.0f, %s %.0f",
 		am.Sum(fencedMetric), am.Sum("billing_deduct_lock_lost_total"), am.Sum("billing_deduct_batch_failures_total"),
 		am.outcome("duplicate")+bm.outcome("duplicate"), a.name, am.Sum("billing_dlq_published_total"), b.name, bm.Sum("billing_dlq_published_total"))
-	p.expect("fence", rounds)
+	p.expect("fence", size(2, 6))
 	p.expect("pause", 1)
 	a.Stop()
 	b.Stop()
 	g.settle(ctx, newTruth(tr).produced)
 }
 
-// fenceRound is fault 1 of TestPausedWorkerIsFenced; it reports whether a
-// fenced script of w refused the old token. It tries three times: a round in
-// which w's watchdog noticed the loss before its batch wrote proves nothing.
-func (g *rig) fenceRound(ctx context.Context, w *proc, sql *testenv.Proxy) bool {
-	g.t.Helper()
-	const taken = "taken-while-frozen"
-	for try := 1; try <= 3; try++ {
-		before := w.Total(ctx).Sum(fencedMetric)
-		sql.Pause() // w's locked batches wait on MySQL, between two fenced scripts
-		held := g.freezeHolding(ctx, w, sql)
-		for k := range held {
-			if err := g.rdb.Set(ctx, k, taken, 10*lockTTL).Err(); err != nil {
-				g.t.Fatal(err)
-			}
-		}
-		sql.Resume() // the answers wait in w's sockets
-		w.Resume()
-		var after float64
-		deadline := time.Now().Add(5 * time.Second) // the write follows the thaw within milliseconds
-		for after <= before && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-			after = w.Total(ctx).Sum(fencedMetric)
-		}
-		for k := range held { // the other holder is done: w's batches may lock again
-			g.rdb.Eval(ctx, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", []string{k}, taken)
-		}
-		g.t.Logf("fencing try %d: %s froze holding %s; thawed, %.0f of its writes refused by a token check", try, w.name, names(held), after-before)
-		if after > before {
-			return true
+// fencedScripts are the scripts with a token check, as
+// billing_deduct_fenced_total labels them.
+var fencedScripts = []string{"deduct", "settle", "hydrate", "drop"}
+
+// mustRefuse are those the fencing rounds reach: a batch held by MySQL waits
+// before its deduction (the existing-events query), its hydration (the
+// balances query, after a missing cache) or its settle (the ledger commit).
+// drop.lua runs only after MySQL refused what Redis allowed, which the rounds
+// cannot cause; TestDropIsFenced in the deduct package refuses it.
+var mustRefuse = []string{"deduct", "settle", "hydrate"}
+
+// maxFenceRounds bounds the fencing rounds: holding MySQL at random, 6 runs
+// had deduct.lua and settle.lua both refused after 2 to 7 rounds, settle.lua
+// the rare one; aimed (holdMySQL), settle.lua and hydrate.lua were refused in
+// the first round aimed at each. 12 leaves room; a mutant run costs all 12.
+const maxFenceRounds = 12
+
+// unrefused is the first script of mustRefuse not refused yet, or "".
+func unrefused(refused map[string]float64) string {
+	for _, s := range mustRefuse {
+		if refused[s] == 0 {
+			return s
 		}
 	}
-	return false
+	return ""
+}
+
+// holdMySQL pauses the worker's MySQL proxy so that a locked batch's next
+// script is next: settle.lua as it begins its ledger transaction, hydrate.lua
+// as it reads the balances of the quota hashes just deleted here. deduct.lua
+// follows the existing-events query, a prepared statement with no text to
+// wait for: the proxy is paused wherever the batches are.
+func (g *rig) holdMySQL(ctx context.Context, sql *testenv.Proxy, next string) {
+	var at string
+	switch next {
+	case "settle":
+		at = "START TRANSACTION"
+	case "hydrate":
+		at = "FROM `merchant_balance` WHERE merchant_id IN"
+		iter := g.rdb.Scan(ctx, 0, g.keys.Prefix()+"quota:*", 1000).Iterator()
+		for iter.Next(ctx) { // a cache loss: the invariants allow a missing hash
+			g.rdb.Del(ctx, iter.Val())
+		}
+	default:
+		sql.Pause() // w's locked batches wait on MySQL, between two fenced scripts
+		return
+	}
+	select {
+	case <-sql.PauseAt([]byte(at)):
+	case <-time.After(5 * time.Second):
+		g.t.Logf("no %q sent in 5s; holding MySQL wherever it is", at)
+		sql.Pause()
+	}
+}
+
+// fenceRound is fault 1 of TestPausedWorkerIsFenced; it returns how many
+// calls of each fenced script of w refused the old token. A round in which
+// w's watchdog noticed the loss before its batch wrote refuses none.
+func (g *rig) fenceRound(ctx context.Context, w *proc, sql *testenv.Proxy, next string) map[string]float64 {
+	g.t.Helper()
+	const taken = "taken-while-frozen"
+	before := w.Total(ctx)
+	g.holdMySQL(ctx, sql, next)
+	held := g.freezeHolding(ctx, w, sql)
+	for k := range held {
+		if err := g.rdb.Set(ctx, k, taken, 10*lockTTL).Err(); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	sql.Resume() // the answers wait in w's sockets
+	w.Resume()
+	after := before
+	deadline := time.Now().Add(5 * time.Second) // the write follows the thaw within milliseconds
+	for after.Sum(fencedMetric) <= before.Sum(fencedMetric) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		after = w.Total(ctx)
+	}
+	for k := range held { // the other holder is done: w's batches may lock again
+		g.rdb.Eval(ctx, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", []string{k}, taken)
+	}
+	refused := map[string]float64{}
+	for _, s := range fencedScripts {
+		key := fmt.Sprintf("%s{script=%q}", fencedMetric, s)
+		if n := after.Get(key) - before.Get(key); n > 0 {
+			refused[s] = n
+		}
+	}
+	g.t.Logf("fencing round: %s froze holding %s; thawed, its writes refused by a token check: %v", w.name, names(held), refused)
+	return refused
 }
 
 // freezeHolding freezes w (SIGSTOP) at a moment it holds merchant locks, just
@@ -226,20 +294,28 @@ func (g *rig) dsnVia(addr string) string {
 	return cfg.FormatDSN()
 }
 
-// The suite's power over fencing, measured in every run:
-// TestPausedWorkerIsFenced is run again in a child process whose workers are
-// built with the unfenced tag (no token check in deduct.lua, settle.lua,
-// drop.lua or hydrate.lua), and must fail naming the write that was not
-// refused.
+// The suite's power over fencing, measured in every run: for each script of
+// mustRefuse, TestPausedWorkerIsFenced is run again in a child process whose
+// workers are built with the unfenced tag and that script without its token
+// check, and must fail naming it. The child stops at its fencing rounds, so
+// each costs about their length.
 func TestUnfencedScriptsFailThePausedWorker(t *testing.T) {
 	t.Parallel()
-	if *unfencedFlag || *replayFlag != "" {
+	if *unfencedFlag != "" || *replayFlag != "" {
 		t.Skip("this is a mutant or a replay run")
 	}
+	for _, script := range mustRefuse {
+		t.Run(script, func(t *testing.T) { unfencedRun(t, script) })
+	}
+}
+
+// unfencedRun runs the paused-worker scenario with script unfenced and
+// checks that it failed on fencing and left its schedule.
+func unfencedRun(t *testing.T, script string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	args := []string{"-test.run=^TestPausedWorkerIsFenced$", "-test.count=1", "-test.v", "-faults.unfenced",
+	args := []string{"-test.run=^TestPausedWorkerIsFenced$", "-test.count=1", "-test.v", "-faults.unfenced=" + script,
 		"-faults.schedules=" + dir, fmt.Sprintf("-faults.long=%v", *longFlag)}
 	if *seedFlag != 0 {
 		args = append(args, fmt.Sprintf("-faults.seed=%d", *seedFlag))
@@ -247,18 +323,19 @@ func TestUnfencedScriptsFailThePausedWorker(t *testing.T) {
 	out, err := exec.CommandContext(ctx, os.Args[0], args...).CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
-		t.Fatalf("the paused-worker scenario passed (%v) with unfenced scripts: it cannot tell fenced from unfenced\n%s", err, lastLines(string(out), 60))
+		t.Fatalf("the paused-worker scenario passed (%v) without the token check of %s.lua: it cannot tell fenced from unfenced\n%s", err, script, lastLines(string(out), 60))
 	}
+	want := notFenced + " " + script + ".lua"
 	var found []string
 	for line := range strings.Lines(string(out)) {
-		if strings.Contains(line, notFenced) {
+		if strings.Contains(line, want) {
 			found = append(found, strings.TrimSpace(line))
 		}
 	}
 	if len(found) == 0 {
-		t.Fatalf("the scenario failed with unfenced scripts (%v), but not on fencing:\n%s", err, lastLines(string(out), 80))
+		t.Fatalf("the scenario failed without the token check of %s.lua (%v), but not on %q:\n%s", script, err, want, lastLines(string(out), 80))
 	}
-	t.Logf("with unfenced scripts the scenario failed as it must:\n%s", strings.Join(found, "\n"))
+	t.Logf("without the token check of %s.lua the scenario failed as it must:\n%s", script, strings.Join(found, "\n"))
 	// The failed run left its schedule for a replay.
 	files, err := filepath.Glob(filepath.Join(dir, "TestPausedWorkerIsFenced-*.json"))
 	if err != nil || len(files) != 1 {
@@ -270,6 +347,32 @@ func TestUnfencedScriptsFailThePausedWorker(t *testing.T) {
 	}
 	if len(s.Steps) == 0 || s.Steps[0].Fault != "fence" || s.Test != "TestPausedWorkerIsFenced" {
 		t.Errorf("the failed run's schedule %+v does not start with its fencing round", s)
+	}
+}
+
+// The scripts the paused worker cannot reach (see mustRefuse) are measured
+// the same way on their package tests: each built without that script's
+// token check must fail.
+func TestUnfencedScriptsFailTheirPackageTests(t *testing.T) {
+	t.Parallel()
+	if *unfencedFlag != "" || *replayFlag != "" {
+		t.Skip("this is a mutant or a replay run")
+	}
+	for _, c := range []struct{ script, pkg, test, want string }{
+		{"drop", "./internal/deduct", "TestDropIsFenced", "want ErrLockLost"},
+	} {
+		t.Run(c.script, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			args := append([]string{"test", "-count=1"}, unfencedArgs(c.script)...)
+			cmd := exec.CommandContext(ctx, goTool(), append(args, "-run=^"+c.test+"$", c.pkg)...)
+			cmd.Dir = "../.."
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || !strings.Contains(string(out), c.want) {
+				t.Fatalf("%s passed or failed otherwise (%v) without the token check of %s.lua, want %q:\n%s", c.test, err, c.script, c.want, lastLines(string(out), 40))
+			}
+		})
 	}
 }
 

@@ -79,7 +79,7 @@ var hydrateSrc string
 // hash at quotaKey, dropping any leftover fields, and leaves an existing
 // remain alone. Wrote says which it did.
 func Hydrate(quotaKey, lockKey, token string, remain int64, floor string, now time.Time) *Call {
-	return &Call{Script: Script(hydrateSrc), Keys: []string{quotaKey, lockKey}, Args: []any{token, remain, now.UnixMicro(), floor}}
+	return &Call{Script: Script("hydrate", hydrateSrc), Keys: []string{quotaKey, lockKey}, Args: []any{token, remain, now.UnixMicro(), floor}}
 }
 
 // Wrote reads a fenced script's {'ok', 1} (wrote) or {'ok', 0} (as Hydrate's).
@@ -94,7 +94,7 @@ func (c *Call) Wrote() (bool, error) {
 //go:embed rewrite.lua
 var rewriteSrc string
 
-var rewriteScript = Script(rewriteSrc)
+var rewriteScript = Script("rewrite", rewriteSrc)
 
 // Rewrite is the fenced call that replaces the hash at quotaKey with remain,
 // ver and the given pending deductions (a shard's part of a rebalance).

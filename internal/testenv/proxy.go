@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"sync"
@@ -19,6 +20,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	paused bool
 	closed bool
+	at     []byte        // PauseAt's pattern, nil when not armed
+	atHit  chan struct{} // closed when a client sent it
 	conns  map[net.Conn]struct{}
 }
 
@@ -46,10 +49,36 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) Pause() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.at, p.atHit = nil, nil // a PauseAt not hit yet is called off
 	if !p.paused {
 		p.gate.Lock() // waits for the writes in flight
 		p.paused = true
 	}
+}
+
+// PauseAt makes the proxy Pause as soon as a client sends bytes containing
+// pattern (within one read), before they are forwarded: the client then waits
+// on that very request. The channel is closed when it paused so; a Pause
+// first calls it off.
+func (p *Proxy) PauseAt(pattern []byte) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.at, p.atHit = pattern, make(chan struct{})
+	return p.atHit
+}
+
+// hit pauses if a client's bytes b hold PauseAt's pattern.
+func (p *Proxy) hit(b []byte) {
+	p.mu.Lock()
+	if p.at == nil || !bytes.Contains(b, p.at) {
+		p.mu.Unlock()
+		return
+	}
+	hit := p.atHit
+	p.at, p.atHit = nil, nil
+	p.mu.Unlock()
+	p.Pause()
+	close(hit)
 }
 
 // Resume forwards again, the held bytes first.
@@ -102,14 +131,15 @@ func (p *Proxy) accept() {
 		p.conns[down], p.conns[up] = struct{}{}, struct{}{}
 		p.wg.Add(2)
 		p.mu.Unlock()
-		go p.pipe(up, down)
-		go p.pipe(down, up)
+		go p.pipe(up, down, true)
+		go p.pipe(down, up, false)
 	}
 }
 
-// pipe copies from src to dst, holding bytes while paused. When either side
+// pipe copies from src to dst, holding bytes while paused (and pausing on
+// PauseAt's pattern when src is a client). When either side
 // ends it closes both, which ends the pipe of the other direction too.
-func (p *Proxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 	defer p.wg.Done()
 	defer func() {
 		p.mu.Lock()
@@ -123,6 +153,9 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if fromClient {
+				p.hit(buf[:n])
+			}
 			p.gate.RLock()
 			_, werr := dst.Write(buf[:n])
 			p.gate.RUnlock()

@@ -121,6 +121,44 @@ func TestProxyPauseHoldsBytes(t *testing.T) {
 	goleak.VerifyNone(t, before)
 }
 
+// PauseAt holds the request that carries its pattern, and only from there.
+func TestProxyPauseAtHoldsTheMatchingRequest(t *testing.T) {
+	p := testenv.NewProxy(t, testenv.NewRedis(t).Addr)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ask := func(cmd string, within time.Duration) (string, error) {
+		if _, err := c.Write([]byte(cmd)); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(within))
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		return string(buf[:n]), err
+	}
+	hit := p.PauseAt([]byte("ECHO"))
+	if got, err := ask("PING\r\n", 5*time.Second); got != "+PONG\r\n" {
+		t.Fatalf("a request without the pattern: %q, %v", got, err)
+	}
+	var ne net.Error
+	if got, err := ask("ECHO hi\r\n", 300*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("the request with the pattern was answered: %q, %v", got, err)
+	}
+	select {
+	case <-hit:
+	default:
+		t.Fatal("PauseAt's channel open after it paused")
+	}
+	p.Resume()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	if n, err := c.Read(buf); string(buf[:n]) != "$2\r\nhi\r\n" {
+		t.Fatalf("after Resume: %q, %v", buf[:n], err)
+	}
+}
+
 // A test that needs the in-process broker's fault hooks, run against an
 // external cluster, skips, and fails when integration is required (as in CI).
 func TestFaultHooksWithoutInProcessBroker(t *testing.T) {
