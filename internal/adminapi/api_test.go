@@ -2,6 +2,7 @@ package adminapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/adminapi"
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quota"
 )
 
@@ -116,6 +118,58 @@ func TestBalance(t *testing.T) {
 	g.get(balanceA, &b)
 	if b.Redis.Exists || b.Redis.Remain != nil || b.Redis.Version != nil || b.Drift != nil || b.MySQL.Available != 70 {
 		t.Fatalf("without a key: %+v", b)
+	}
+}
+
+// A sharded merchant's balance lists its shards, whose remains sum to the
+// Redis view and to MySQL's available; its policy is MySQL's.
+func TestBalanceOfShardedMerchant(t *testing.T) {
+	g := newRig(t, adminapi.Options{})
+	ctx := context.Background()
+	g.grant("m-s", 402)
+	if err := g.d.SetPolicy(ctx, "m-s", ledger.Policy{Kind: ledger.PolicyFloor, Floor: 42}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.d.Reshard(ctx, "m-s", 4); err != nil { // lays the quota out from MySQL
+		t.Fatal(err)
+	}
+	var b struct {
+		balance
+		Shards []struct {
+			Tag     string `json:"tag"`
+			Exists  bool   `json:"exists"`
+			Remain  *int64 `json:"remain"`
+			Folding bool   `json:"folding"`
+		} `json:"shards"`
+	}
+	g.get("/v1/merchants/m-s/balance", &b)
+	if b.MySQL.Available != 402 || b.MySQL.OverdraftPolicy != "floor" || b.MySQL.OverdraftFloor != 42 {
+		t.Fatalf("mysql of m-s: %+v", b.MySQL)
+	}
+	if len(b.Shards) != 4 {
+		t.Fatalf("%d shards, want 4: %+v", len(b.Shards), b.Shards)
+	}
+	var sum, floors int64
+	for k, sh := range b.Shards {
+		if want := fmt.Sprintf("m-s#%d", k); sh.Tag != want || sh.Folding || !sh.Exists {
+			t.Fatalf("shard %d: %+v, want tag %s, present, not folding", k, sh, want)
+		}
+		sum += *sh.Remain
+		floor, err := g.redis.Client.HGet(ctx, g.redis.Keys.Quota(sh.Tag), "floor").Int64()
+		if err != nil {
+			t.Fatalf("floor of shard %s: %v", sh.Tag, err)
+		}
+		floors += floor
+	}
+	// The shards hold the merchant's available and its floor between them.
+	if !b.Redis.Exists || b.Redis.Remain == nil || *b.Redis.Remain != sum || sum != 402 || floors != 42 {
+		t.Fatalf("redis %+v, shards' remains sum to %d (want 402), floors to %d (want 42)", b.Redis, sum, floors)
+	}
+	var one balance
+	g.grant("m-one", 5)
+	g.get("/v1/merchants/m-one/balance", &one)
+	if one.MySQL.OverdraftPolicy != "reject" {
+		t.Fatalf("an unsharded merchant: %+v", one)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -58,7 +59,8 @@ func newRig(t testing.TB, opts adminapi.Options) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = locks.Close() })
-	if g.d, err = deduct.New(g.redis.Client, g.redis.Keys, app.MerchantLocks(locks, g.redis.Keys, 5*time.Second), g.store, nil, nil, deduct.Options{}); err != nil {
+	if g.d, err = deduct.New(g.redis.Client, g.redis.Keys, app.MerchantLocks(locks, g.redis.Keys, 5*time.Second), g.store, nil, nil,
+		deduct.Options{Shards: shard.NewCache(shard.NewStore(g.db.SQL), 0, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	g.tokenPath = filepath.Join(t.TempDir(), "token")
@@ -150,6 +152,8 @@ type balance struct {
 	MerchantID string `json:"merchant_id"`
 	MySQL      struct {
 		Credited, Debited, Available int64
+		OverdraftPolicy              string `json:"overdraft_policy"`
+		OverdraftFloor               int64  `json:"overdraft_floor"`
 	} `json:"mysql"`
 	Redis struct {
 		Exists  bool   `json:"exists"`

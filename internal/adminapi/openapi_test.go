@@ -81,6 +81,13 @@ func TestOpenAPI(t *testing.T) {
 	if err := g.redis.Client.Del(context.Background(), g.redis.Keys.Quota("m-nokey")).Err(); err != nil {
 		t.Fatal(err)
 	}
+	g.grant("m-sharded", 400) // shards in the balance, a floor policy in its mysql part
+	if _, err := g.d.Reshard(context.Background(), "m-sharded", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.d.SetPolicy(context.Background(), "m-sharded", ledger.Policy{Kind: ledger.PolicyFloor, Floor: 50}); err != nil {
+		t.Fatal(err)
+	}
 	limited := newRig(t, adminapi.Options{Rate: 0.001, Burst: 1})
 	broken := brokenAPI(t, limited.tokenPath)
 
@@ -124,7 +131,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 
 	for _, path := range []string{"/v1/merchants/%s/balance", "/v1/merchants/%s/ledger"} {
-		for _, m := range []string{"m-a", "m-nokey"} {
+		for _, m := range []string{"m-a", "m-nokey", "m-sharded"} {
 			check(g.api, http.MethodGet, fmt.Sprintf(path, m), testToken)
 		}
 		check(g.api, http.MethodGet, fmt.Sprintf(path, "m-nobody"), testToken)

@@ -1,6 +1,7 @@
 package adminapi
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 
@@ -20,12 +21,26 @@ type balanceView struct {
 	PendingAmount  int64            `json:"pending_amount"`
 	ExpectedRemain int64            `json:"expected_remain"` // available - pending_amount
 	Drift          *int64           `json:"drift,omitempty"` // redis remain - expected_remain; absent without a key
+	// Shards are the merchant's quota shards, present when it has more than
+	// one (or a resharding is folding the old layout).
+	Shards []shardView `json:"shards,omitempty"`
+}
+
+type shardView struct {
+	Tag     string `json:"tag"` // the hash tag: quota:{tag} in Redis
+	Exists  bool   `json:"exists"`
+	Remain  *int64 `json:"remain,omitempty"`
+	Version *int64 `json:"version,omitempty"`
+	Pending int    `json:"pending"`
+	Folding bool   `json:"folding"` // of the layout a resharding is folding away
 }
 
 type mysqlView struct {
-	Credited  int64 `json:"credited"`
-	Debited   int64 `json:"debited"`
-	Available int64 `json:"available"`
+	Credited        int64  `json:"credited"`
+	Debited         int64  `json:"debited"`
+	Available       int64  `json:"available"`
+	OverdraftPolicy string `json:"overdraft_policy"` // reject, floor or overage
+	OverdraftFloor  int64  `json:"overdraft_floor"`  // how far below zero floor lets it go
 }
 
 type redisView struct {
@@ -36,11 +51,21 @@ type redisView struct {
 
 func newBalanceView(v deduct.View) balanceView {
 	b := balanceView{MerchantID: v.MerchantID,
-		MySQL:   mysqlView{Credited: v.Credited, Debited: v.Debited, Available: v.Credited - v.Debited},
+		MySQL: mysqlView{Credited: v.Credited, Debited: v.Debited, Available: v.Credited - v.Debited,
+			OverdraftPolicy: cmp.Or(string(v.Policy.Kind), string(ledger.PolicyReject)), OverdraftFloor: v.Policy.Floor},
 		Redis:   redisView{Exists: v.Cached},
 		Pending: append([]deduct.Pending{}, v.Pending...), ExpectedRemain: v.Expected}
 	if v.Cached {
 		b.Redis.Remain, b.Redis.Version, b.Drift = new(v.Remain), new(v.Ver), new(v.Drift)
+	}
+	if len(v.Shards) > 1 {
+		for k, sh := range v.Shards {
+			view := shardView{Tag: sh.Tag, Exists: sh.Cached, Pending: sh.Pending, Folding: k >= v.Layout.Shards}
+			if sh.Cached {
+				view.Remain, view.Version = new(sh.Remain), new(sh.Ver)
+			}
+			b.Shards = append(b.Shards, view)
+		}
 	}
 	for _, p := range v.Pending {
 		if !p.InLedger {
@@ -63,6 +88,7 @@ type rowView struct {
 	Kind         string    `json:"kind"`
 	Amount       int64     `json:"amount"`
 	BalanceAfter *int64    `json:"balance_after,omitempty"` // absent on a rejected row of an unknown merchant
+	Overage      int64     `json:"overage"`                 // a debit's part below zero under the overage policy
 	Reason       string    `json:"reason"`
 	PaymentID    string    `json:"payment_id"`
 	Source       string    `json:"source"`
@@ -79,7 +105,7 @@ func newPageView(merchantID string, rows []ledger.Row, limit int) pageView {
 	}
 	for _, r := range rows {
 		p.Rows = append(p.Rows, rowView{ID: strconv.FormatInt(r.ID, 10), EventID: r.EventID, MerchantID: r.MerchantID,
-			Kind: string(r.Kind), Amount: r.Amount, BalanceAfter: r.BalanceAfter, Reason: r.Reason, PaymentID: r.PaymentID,
+			Kind: string(r.Kind), Amount: r.Amount, BalanceAfter: r.BalanceAfter, Overage: r.Overage, Reason: r.Reason, PaymentID: r.PaymentID,
 			Source: r.Source, OccurredAt: r.OccurredAt.UTC(), CreatedAt: r.CreatedAt.UTC()})
 	}
 	return p

@@ -70,6 +70,12 @@ func TestGrantsTopic(t *testing.T) {
 	if rows != 1 {
 		t.Errorf("credit rows of g1 = %d, want 1", rows)
 	}
+	// The reply: one quota.granted in the outbox, written with the credit row.
+	var granted []string
+	g.db.DB.Raw("SELECT id FROM quota_outbox WHERE caused_by = 'g1' AND type = 'quota.granted'").Scan(&granted)
+	if len(granted) != 1 {
+		t.Errorf("quota.granted outbox rows of g1 = %v, want one", granted)
+	}
 	g.db.DB.Raw("SELECT COUNT(*) FROM quota_ledger WHERE event_id IN ('g2', 'g3', 'g4', 'g5')").Scan(&rows)
 	if rows != 0 {
 		t.Errorf("invalid commands left %d ledger rows", rows)
