@@ -38,6 +38,10 @@ func (g *rig) reshardWhile(ctx context.Context, l *load, hot string, counts ...i
 		if err != nil {
 			g.t.Fatalf("reshard %s to %d: %v", hot, n, err)
 		}
+		// A reshard after the load proves nothing about resharding under it.
+		if !l.running() {
+			g.t.Fatalf("the load ended before the reshard of %s to %d was done (%d of %d messages sent)", hot, n, l.sent.Load(), total)
+		}
 		g.t.Logf("resharded %s to %d (folded from %d) after %d of %d messages", hot, n, lay.FoldingFrom, l.sent.Load(), total)
 	}
 }

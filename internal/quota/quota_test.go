@@ -105,3 +105,37 @@ func TestHydrate(t *testing.T) {
 		t.Fatalf("after hydration: %+v %v; missing key read as %v", q, err, h[1])
 	}
 }
+
+// A rewrite by a caller whose shard lock is gone changes nothing; the
+// holder's replaces the hash with its remain, ver, floor and pending.
+func TestRewriteIsFenced(t *testing.T) {
+	r := testenv.NewRedis(t)
+	ctx := context.Background()
+	key, lock := r.Keys.Quota("m#1"), r.Keys.Lock("m#1")
+	now := time.Now()
+	if err := r.Client.HSet(ctx, key, "remain", 7, "ver", 1, PendingField("old"), FormatPending(3, now)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Client.Set(ctx, lock, "ours", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(token string) error {
+		c := Rewrite(key, lock, token, 40, 2, "5", []Pending{{EventID: "new", Amount: 2, At: now}})
+		Run(ctx, r.Client, c)
+		_, err := c.Wrote()
+		return err
+	}
+	if err := rewrite("theirs"); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("another token: %v, want ErrNotHeld", err)
+	}
+	if got := r.Client.HGetAll(ctx, key).Val(); got["remain"] != "7" || got[PendingField("old")] == "" {
+		t.Fatalf("a refused rewrite changed the hash: %v", got)
+	}
+	if err := rewrite("ours"); err != nil {
+		t.Fatal(err)
+	}
+	got := r.Client.HGetAll(ctx, key).Val()
+	if got["remain"] != "40" || got["ver"] != "2" || got["floor"] != "5" || got[PendingField("old")] != "" || got[PendingField("new")] == "" {
+		t.Fatalf("after the holder's rewrite: %v", got)
+	}
+}

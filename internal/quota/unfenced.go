@@ -14,7 +14,7 @@ const tokenCheck = "if redis.call('GET', KEYS[2]) ~= ARGV[1] then\n  return {'lo
 
 // unfenced names the scripts that lose their token check, comma-separated;
 // the fault suite picks them with -ldflags -X (one mutant per script).
-var unfenced = "deduct,settle,drop,hydrate"
+var unfenced = "deduct,settle,drop,hydrate,rewrite"
 
 // Script compiles src without its token check when name is chosen: a mutant
 // for the fault suite (go test ./internal/faults -run Unfenced), never a
