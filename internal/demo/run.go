@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -186,8 +187,36 @@ func (r *run) consume(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if err := r.waitLedger(ctx, int64(r.traffic.Valid)); err != nil {
+		return err
+	}
 	r.sum.ConsumeTime = time.Since(start)
 	return nil
+}
+
+// waitLedger returns once MySQL holds a debit or rejected row per valid
+// event: the truth, not only the group's committed offsets, says the traffic
+// was applied before anything reads or corrupts the result.
+func (r *run) waitLedger(ctx context.Context, valid int64) error {
+	db, err := sql.Open("mysql", r.st.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var rows int64
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM quota_ledger WHERE kind <> 'credit'").Scan(&rows)
+		if err == nil && rows >= valid {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo: %d of %d valid events in the ledger when the run ended (%v): %w", rows, valid, err, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // follow shows progress from the group's committed offsets, restarts the
