@@ -74,12 +74,14 @@ func (c *Call) Reply() (status string, values []any, err error) {
 //go:embed hydrate.lua
 var hydrateSrc string
 
+var hydrateScript = Script("hydrate", hydrateSrc)
+
 // Hydrate is the fenced call that loads remain (credited - debited from
 // merchant_balance) and the overdraft floor ("0", N or "inf") into a missing
 // hash at quotaKey, dropping any leftover fields, and leaves an existing
 // remain alone. Wrote says which it did.
 func Hydrate(quotaKey, lockKey, token string, remain int64, floor string, now time.Time) *Call {
-	return &Call{Script: Script("hydrate", hydrateSrc), Keys: []string{quotaKey, lockKey}, Args: []any{token, remain, now.UnixMicro(), floor}}
+	return &Call{Script: hydrateScript, Keys: []string{quotaKey, lockKey}, Args: []any{token, remain, now.UnixMicro(), floor}}
 }
 
 // Wrote reads a fenced script's {'ok', 1} (wrote) or {'ok', 0} (as Hydrate's).
