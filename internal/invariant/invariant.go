@@ -113,12 +113,12 @@ func (r *Report) String() string {
 // Check verifies every invariant.
 func Check(ctx context.Context, p Produced, s State) (*Report, error) {
 	r := &Report{Checked: map[string]int{}, Broken: map[string]bool{}}
-	rows, err := load(ctx, s.DB, "SELECT event_id, merchant_id, kind, amount, balance_after FROM quota_ledger",
+	rows, err := load(ctx, s.DB, "SELECT event_id, merchant_id, kind, amount, balance_after, overage FROM quota_ledger",
 		func(r ledger.Row) string { return r.EventID }) // event_id is UNIQUE
 	if err != nil {
 		return nil, err
 	}
-	balances, err := load(ctx, s.DB, "SELECT merchant_id, credited, debited FROM merchant_balance",
+	balances, err := load(ctx, s.DB, "SELECT merchant_id, credited, debited, overdraft_policy, overdraft_floor FROM merchant_balance",
 		func(b ledger.Balance) string { return b.MerchantID })
 	if err != nil {
 		return nil, err
@@ -180,6 +180,10 @@ func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]le
 	for id, row := range rows {
 		if row.Kind == ledger.KindDebit && row.BalanceAfter != nil && belowPolicy(balances[row.MerchantID].Policy(), *row.BalanceAfter) {
 			r.fail(Overdraft, "debit %s left merchant %s at %d (policy %s)", id, row.MerchantID, *row.BalanceAfter, balances[row.MerchantID].Policy())
+		}
+		if want, ok := overageOf(row, balances[row.MerchantID].Policy()); !ok {
+			r.fail(Overdraft, "debit %s of merchant %s records overage %d, want %d (balance after %d, policy %s)",
+				id, row.MerchantID, row.Overage, want, *row.BalanceAfter, balances[row.MerchantID].Policy())
 		}
 		s := sums[row.MerchantID]
 		switch row.Kind {
@@ -330,6 +334,21 @@ func judgeDeadLetter(r *Report, valid map[string]event.PaymentSucceeded, rec dlq
 	case v.MerchantID == e.MerchantID && v.Amount == e.Amount && !(exhausting && rec.Class == dlq.ClassExhausted):
 		r.fail(DLQ, "valid event %s (merchant %s, amount %d) dead-lettered from %s", e.EventID, e.MerchantID, e.Amount, where)
 	}
+}
+
+// overageOf checks a row's overage: the part of a debit below zero, recorded
+// under the overage policy. A row that records one must record exactly that
+// part (its policy may have changed since); under the merchant's overage
+// policy every debit must. ok is false when the row is wrong, want is the right value.
+func overageOf(row ledger.Row, p ledger.Policy) (want int64, ok bool) {
+	if row.Kind != ledger.KindDebit || row.BalanceAfter == nil {
+		return 0, row.Overage == 0
+	}
+	want = ledger.Policy{Kind: ledger.PolicyOverage}.Overage(*row.BalanceAfter+row.Amount, row.Amount)
+	if row.Overage == 0 && p.Kind != ledger.PolicyOverage {
+		return want, true
+	}
+	return want, row.Overage == want
 }
 
 // belowPolicy reports a balance under the lowest the policy allows.
