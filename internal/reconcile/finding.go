@@ -11,7 +11,7 @@ const (
 	KindMissingKey      Kind = "missing_key"      // no quota hash: routine (a grant, an eviction), not drift
 	KindOrphanPending   Kind = "orphan_pending"   // pending deductions older than Grace with no ledger row
 	KindStalePending    Kind = "stale_pending"    // pending fields whose debit rows exist: a confirm that never ran
-	KindNegativeBalance Kind = "negative_balance" // credited < debited (critical)
+	KindNegativeBalance Kind = "negative_balance" // below what the overdraft policy allows (critical)
 	KindLedgerMismatch  Kind = "ledger_mismatch"  // ledger rows do not sum to the balance row (critical)
 	KindMalformed       Kind = "malformed"        // a quota hash that cannot be parsed (critical)
 )
