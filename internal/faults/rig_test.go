@@ -176,8 +176,10 @@ func (g *rig) grant(ctx context.Context, tag string, merchants []string, amount 
 	}
 }
 
-// grantTraffic funds the merchants of a scenario: most generously, a few
-// barely (they run dry: insufficient), and the last one never (unknown merchant).
+// grantTraffic funds the merchants of a scenario: most generously, two
+// barely, and the last one never (unknown merchant). Of the two poor ones the
+// first may go down to -20 (floor: insufficient below it), the second owes
+// overage without limit: every scenario runs every overdraft policy.
 func (g *rig) grantTraffic(ctx context.Context, merchants []string, generous int64) {
 	g.t.Helper()
 	n := len(merchants)
@@ -185,6 +187,14 @@ func (g *rig) grantTraffic(ctx context.Context, merchants []string, generous int
 	case n >= 6:
 		g.grant(ctx, "rich", merchants[:n-3], generous)
 		g.grant(ctx, "poor", merchants[n-3:n-1], 5)
+		for m, p := range map[string]ledger.Policy{
+			merchants[n-3]: {Kind: ledger.PolicyFloor, Floor: 20},
+			merchants[n-2]: {Kind: ledger.PolicyOverage},
+		} {
+			if err := g.granter.SetPolicy(ctx, m, p); err != nil {
+				g.t.Fatalf("policy of %s: %v", m, err)
+			}
+		}
 	case n > 0:
 		g.grant(ctx, "rich", merchants, generous)
 	}
