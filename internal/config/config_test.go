@@ -192,3 +192,24 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+// Unset, the in-flight window is two batches per lane; set, it is taken as is.
+func TestMaxInFlightFollowsLanesAndBatches(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want int
+	}{
+		{nil, 8192},
+		{map[string]string{"WORKER_LANES": "2", "WORKER_BATCH_SIZE": "100"}, 400},
+		{map[string]string{"WORKER_LANES": "1024", "WORKER_BATCH_SIZE": "10000"}, 1_000_000},
+		{map[string]string{"WORKER_LANES": "2", "WORKER_MAX_INFLIGHT": "64"}, 64},
+	} {
+		cfg, err := Load(env(tt.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Worker.MaxInFlight != tt.want {
+			t.Errorf("%v: WORKER_MAX_INFLIGHT %d, want %d", tt.env, cfg.Worker.MaxInFlight, tt.want)
+		}
+	}
+}

@@ -54,7 +54,7 @@ var variables = []Variable{
 	{Name: "WORKER_LANES", Default: "4", Doc: "parallel lanes (merchants hash to lanes)"},
 	{Name: "WORKER_BATCH_SIZE", Default: "1024", Doc: "events per lane batch at most"},
 	{Name: "WORKER_BATCH_WAIT", Default: "5ms", Doc: "how long an idle lane waits to fill a batch (a busy one takes what queued meanwhile at once)"},
-	{Name: "WORKER_MAX_INFLIGHT", Default: "4096", Doc: "unfinished messages per partition before fetching pauses"},
+	{Name: "WORKER_MAX_INFLIGHT", Default: "8192", Doc: "unfinished messages per partition before fetching pauses; unset: 2 x WORKER_LANES x WORKER_BATCH_SIZE (two batches per lane, so one hot partition fills every lane)"},
 	{Name: "WORKER_COMMIT_INTERVAL", Default: "1s", Doc: "how often done offsets are committed"},
 	{Name: "WORKER_MAX_ATTEMPTS", Default: "5", Doc: "tries of an event failing alone before the DLQ (class exhausted)"},
 	{Name: "SHUTDOWN_TIMEOUT", Default: "10s", Doc: "bound on draining and committing at SIGTERM"},

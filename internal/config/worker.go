@@ -90,14 +90,23 @@ func podOrdinal(pod string) (int, bool) {
 }
 
 func (p *parser) worker() Worker {
-	return Worker{
+	w := Worker{
 		Lanes:           p.integer("WORKER_LANES", 4, 1, 1024),
 		BatchSize:       p.integer("WORKER_BATCH_SIZE", 1024, 1, 10000),
 		BatchWait:       p.duration("WORKER_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
-		MaxInFlight:     p.integer("WORKER_MAX_INFLIGHT", 4096, 1, 1_000_000),
 		CommitInterval:  p.duration("WORKER_COMMIT_INTERVAL", time.Second, 10*time.Millisecond, 5*time.Minute),
 		MaxAttempts:     p.integer("WORKER_MAX_ATTEMPTS", 5, 1, 1000),
 		ShutdownTimeout: p.duration("SHUTDOWN_TIMEOUT", 10*time.Second, time.Second, 10*time.Minute),
 		ShardedAnyKey:   p.boolean("WORKER_SHARDED_ANY_KEY", false),
 	}
+	w.MaxInFlight = p.integer("WORKER_MAX_INFLIGHT", defaultMaxInFlight(w.Lanes, w.BatchSize), 1, 1_000_000)
+	return w
+}
+
+// defaultMaxInFlight is two batches per lane: one partition alone (a hot
+// merchant's, whose shards spread over every lane) keeps each lane's running
+// batch and its next one full. A window of one batch per lane halved the
+// batches of a hot merchant's partition, and so doubled its cost per event.
+func defaultMaxInFlight(lanes, batchSize int) int {
+	return min(2*lanes*batchSize, 1_000_000)
 }

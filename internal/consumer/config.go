@@ -21,7 +21,8 @@ type Config struct {
 	BatchSize int           // most items per handler call (default 1024)
 	BatchWait time.Duration // how long an idle lane waits to fill a batch; 0 takes only what is already queued
 	// MaxInFlightPerPartition bounds the messages of a partition between
-	// fetch and commit; a full window pauses that partition's fetch (default 4096).
+	// fetch and commit; a full window pauses that partition's fetch (default
+	// two batches per lane: 2 x Lanes x BatchSize).
 	MaxInFlightPerPartition int
 	CommitInterval          time.Duration // asynchronous commit period (default 1s)
 
@@ -57,7 +58,7 @@ type Config struct {
 func (c *Config) setDefaults() {
 	setInt(&c.Lanes, 4)
 	setInt(&c.BatchSize, 1024)
-	setInt(&c.MaxInFlightPerPartition, 4096)
+	setInt(&c.MaxInFlightPerPartition, 2*c.Lanes*c.BatchSize)
 	setDur(&c.CommitInterval, time.Second)
 	setInt(&c.MaxAttempts, 5)
 	setDur(&c.BackoffInitial, 100*time.Millisecond)
