@@ -162,8 +162,8 @@ func checkEvents(r *Report, p Produced, rows map[string]ledger.Row) {
 		}
 	}
 	for id, row := range rows {
-		if row.Kind == ledger.KindCredit {
-			continue
+		if row.Kind == ledger.KindCredit || row.Kind == ledger.KindExpire {
+			continue // grants and their expiries have no payment event
 		}
 		r.Checked["ledger "+string(row.Kind)+" rows"]++
 		if _, ok := first[id]; !ok {
@@ -185,7 +185,7 @@ func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]le
 		switch row.Kind {
 		case ledger.KindCredit:
 			s.Credited += row.Amount
-		case ledger.KindDebit:
+		case ledger.KindDebit, ledger.KindExpire:
 			s.Debited += row.Amount
 		}
 		sums[row.MerchantID] = s

@@ -115,9 +115,9 @@ func readSums(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, 
 	in, args := ledger.InList(merchants)
 	q := `SELECT b.merchant_id,
 		COALESCE(SUM(CASE WHEN l.kind = 'credit' AND l.id <= ? THEN l.amount END), 0),
-		COALESCE(SUM(CASE WHEN l.kind = 'debit' AND l.id <= ? THEN l.amount END), 0),
+		COALESCE(SUM(CASE WHEN l.kind IN ('debit', 'expire') AND l.id <= ? THEN l.amount END), 0),
 		COALESCE(SUM(CASE WHEN l.kind = 'credit' AND l.id > ? THEN l.amount END), 0),
-		COALESCE(SUM(CASE WHEN l.kind = 'debit' AND l.id > ? THEN l.amount END), 0),
+		COALESCE(SUM(CASE WHEN l.kind IN ('debit', 'expire') AND l.id > ? THEN l.amount END), 0),
 		COALESCE(MAX(CASE WHEN l.id <= ? THEN l.id END), 0)
 		FROM merchant_balance b
 		LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id AND c.last_ledger_id <= ?
