@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/plan"
 )
 
 // grantTerms grants with a priority and an expiry (nil: never).
@@ -351,6 +352,51 @@ func TestGrantPaysBackDebt(t *testing.T) {
 	rows := e.rows("m")
 	if last := rows[len(rows)-1]; grantOf(last) != "g2" {
 		t.Errorf("e4 paid by %q", grantOf(last))
+	}
+	e.checkGrantsBackBalance("m")
+	e.checkConsistent()
+}
+
+// A recurring plan through the one grant path: the scheduler, down at the
+// period start, issues the current period's grant late (expiring at the
+// period's end); at that end the remainder rolls over up to the plan's max
+// beside the next period's grant.
+func TestPlanPeriodsWithRollover(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	plans := plan.NewStore(e.mysql.SQL)
+	issue := func(ctx context.Context, g event.GrantCommand) error {
+		res, err := e.d.GrantBatch(ctx, []event.GrantCommand{g})
+		if err != nil {
+			return err
+		}
+		return res[0].Err
+	}
+	sched := plan.NewScheduler(plans, issue)
+	anchor := time.Now().Add(-3 * time.Second).Truncate(time.Millisecond)
+	if err := plans.Set(ctx, plan.Plan{MerchantID: "m", Amount: 100, Every: plan.Every{Duration: 2 * time.Second}, RolloverMax: 10, Priority: 1, Anchor: anchor}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sched.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce = %d, %v", n, err)
+	}
+	e.apply(e.d, []event.PaymentSucceeded{pay("e1", "m", 30)})
+	p, _, _ := plans.Get(ctx, "m")
+	e.waitExpired(e.d, p.NextStart)
+	if n, err := sched.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce at the next period = %d, %v", n, err)
+	}
+	if a := e.balance("m").Available(); a != 110 {
+		t.Errorf("available = %d, want 100 + 10 rolled over", a)
+	}
+	var expired int64
+	for _, r := range e.rows("m") {
+		if r.Kind == ledger.KindExpire {
+			expired += r.Amount
+		}
+	}
+	if expired != 70 {
+		t.Errorf("expired %d, want 70", expired)
 	}
 	e.checkGrantsBackBalance("m")
 	e.checkConsistent()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"time"
 )
@@ -38,6 +39,23 @@ type Grant struct {
 	State          GrantState
 	CreatedAt      time.Time
 	EndedAt        *time.Time
+}
+
+// MarshalJSON is the JSON of a grant wherever it is printed (billingctl quota
+// show, the read API): snake_case, expires_at and ended_at null when unset.
+func (g Grant) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		GrantID     string     `json:"grant_id"`
+		Amount      int64      `json:"amount"`
+		Remaining   int64      `json:"remaining"`
+		Priority    int        `json:"priority"`
+		StartsAt    time.Time  `json:"starts_at"`
+		ExpiresAt   *time.Time `json:"expires_at"`
+		RolloverMax int64      `json:"rollover_max"`
+		State       GrantState `json:"state"`
+		CreatedAt   time.Time  `json:"created_at"`
+		EndedAt     *time.Time `json:"ended_at"`
+	}{g.ID, g.Amount, g.Remaining, g.Priority, g.StartsAt.UTC(), g.ExpiresAt, g.RolloverMax, g.State, g.CreatedAt.UTC(), g.EndedAt})
 }
 
 // BurnOrder orders grants as debits use them: priority ascending, then the
