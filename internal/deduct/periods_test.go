@@ -401,3 +401,51 @@ func TestPlanPeriodsWithRollover(t *testing.T) {
 	e.checkGrantsBackBalance("m")
 	e.checkConsistent()
 }
+
+// A sharded merchant: the batch that meets the expiry holds only some
+// shards; it drops them, and their next events rebalance every shard from
+// MySQL (the wide pass), so no shard keeps what expired.
+func TestExpiryOfShardedMerchant(t *testing.T) {
+	e := newEnv(t)
+	c := e.shards()
+	d := e.shardedDeductor(c)
+	exp := time.Now().Add(1500 * time.Millisecond)
+	e.grantTerms("g1", "m", 100, 1, &exp, 0)
+	e.grantTerms("g2", "m", 1000, 2, nil, 0)
+	e.reshard(c, "m", 4)
+	var batch []event.PaymentSucceeded
+	for i := range 20 {
+		batch = append(batch, pay(fmt.Sprintf("a%d", i), "m", 1))
+	}
+	e.apply(d, batch)
+	time.Sleep(time.Until(exp) + 100*time.Millisecond)
+	for round := range 3 {
+		batch = batch[:0]
+		for i := range 20 {
+			batch = append(batch, pay(fmt.Sprintf("b%d-%d", round, i), "m", 1))
+		}
+		for _, r := range e.apply(d, batch) {
+			if r.Outcome != Applied {
+				t.Fatalf("payment after expiry: %+v", r)
+			}
+		}
+	}
+	var expired int64
+	for _, r := range e.rows("m") {
+		if r.Kind == ledger.KindExpire {
+			expired += r.Amount
+		}
+		if r.Kind == ledger.KindDebit && r.EventID[0] == 'b' && grantOf(r) != "g2" {
+			t.Errorf("%s paid by %q after the expiry", r.EventID, grantOf(r))
+		}
+	}
+	if expired != 80 {
+		t.Errorf("expired %d, want 80", expired)
+	}
+	// The shards present hold no more than MySQL: none kept what expired.
+	remain, inFlight, present := e.shardState("m", 4)
+	if a := e.balance("m").Available(); remain+inFlight > a || (present == 4 && remain+inFlight != a) {
+		t.Errorf("%d shards hold %d (+%d in flight), MySQL %d", present, remain, inFlight, a)
+	}
+	e.checkGrantsBackBalance("m")
+}
