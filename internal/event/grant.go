@@ -110,7 +110,7 @@ func DecodeGrant(key, value []byte) (GrantCommand, error) {
 
 // Encode renders the command in its wire form.
 func (g GrantCommand) Encode() []byte {
-	b, _ := json.Marshal(g) // cannot fail: strings and an int64
+	b, _ := json.Marshal(g) // cannot fail: strings, integers and times
 	return b
 }
 
