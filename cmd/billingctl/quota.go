@@ -15,6 +15,7 @@ import (
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/logging"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/shard"
@@ -22,7 +23,8 @@ import (
 
 const quotaUsage = `billingctl quota: grant quota, show a merchant's balance, set its alerts
 
-  billingctl quota grant --merchant M --amount N --id GRANT_ID [--output text|json]
+  billingctl quota grant --merchant M --amount N --id GRANT_ID [--priority P] [--expires-at T [--rollover-max R]] [--output text|json]
+  billingctl quota plan --merchant M --amount N --every 1mo [--rollover-max R] [--priority P] [--anchor T] [--output text|json]
   billingctl quota show --merchant M [--output text|json]
   billingctl quota alerts --merchant M (--low N|P% ... | --none | --default) [--output text|json]
   billingctl quota policy --merchant M (--reject | --floor N | --overage) [--output text|json]
@@ -45,10 +47,14 @@ Exit codes: 0 done, 1 failed, 2 bad command line or environment.
 
 const grantUsage = `billingctl quota grant: credit a merchant (MySQL ledger and balance, then Redis)
 
-  billingctl quota grant --merchant M --amount N --id GRANT_ID [--output text|json]
+  billingctl quota grant --merchant M --amount N --id GRANT_ID [--priority P] [--expires-at T [--rollover-max R]] [--output text|json]
 
 Granting the same id twice credits once (outcome duplicate); the same id with
-another merchant or amount is refused. Each command leases a free Snowflake
+another merchant or amount is refused. Debits burn a merchant's grants down by
+--priority (0..100, lower first, default 50), then the earliest expiry (grants
+without --expires-at, an RFC 3339 time, never expire and go last), then the
+oldest. At expiry the grant's remainder leaves the balance through one expire
+ledger row; --rollover-max carries up to R of it into a new grant. Each command leases a free Snowflake
 worker ID of the operator pool for its lifetime, so grants run in parallel.
 Exit codes: 0 granted or duplicate, 1 failed or refused, 2 bad command line or environment.
 `
@@ -64,7 +70,7 @@ merchant is unknown to billing (no merchant_balance row; the view is printed).
 func (c *ctl) runQuota(ctx context.Context, args []string) error {
 	return cli.Dispatch(ctx, "billingctl quota", quotaUsage, []cli.Command{
 		{Name: "grant", Run: c.runGrant}, {Name: "show", Run: c.runShow}, {Name: "alerts", Run: c.runAlerts},
-		{Name: "policy", Run: c.runPolicy}, {Name: "shards", Run: c.runShards},
+		{Name: "policy", Run: c.runPolicy}, {Name: "shards", Run: c.runShards}, {Name: "plan", Run: c.runPlan},
 	}, args, c.stdout, c.stderr)
 }
 
@@ -81,9 +87,20 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 	merchant := fs.String("merchant", "", "merchant id")
 	amount := fs.Int64("amount", 0, "quota units to grant, 1..10^12")
 	id := fs.String("id", "", "grant id: granting the same id twice credits once")
+	prio := fs.Int("priority", event.DefaultGrantPriority, "burn-down priority, 0..100: lower burns first")
+	expires := fs.String("expires-at", "", "RFC 3339 time at which the grant's remainder expires (default: never)")
+	rollover := fs.Int64("rollover-max", 0, "at expiry, carry up to this much of the remainder into a new grant")
 	output := fs.Output()
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var exp *time.Time
+	if *expires != "" {
+		t, err := time.Parse(time.RFC3339Nano, *expires)
+		if err != nil {
+			return fs.Fail("--expires-at %q is not an RFC 3339 time", *expires)
+		}
+		exp = &t
 	}
 	switch {
 	case !event.ValidID(*merchant):
@@ -92,6 +109,12 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 		return fs.Fail("--amount %d is outside 1..10^12", *amount)
 	case !event.ValidID(*id):
 		return fs.Fail("--id %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id)
+	case *prio < event.MinGrantPriority || *prio > event.MaxGrantPriority:
+		return fs.Fail("--priority %d is outside 0..100", *prio)
+	case *rollover < 0 || *rollover > event.MaxAmount:
+		return fs.Fail("--rollover-max %d is outside 0..10^12", *rollover)
+	case *rollover > 0 && exp == nil:
+		return fs.Fail("--rollover-max needs --expires-at: a grant that never expires has nothing to roll over")
 	}
 	op, closeOp, err := c.operator(ctx)
 	if err != nil {
@@ -99,7 +122,8 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 	}
 	defer closeOp()
 	// The worker's grants topic takes this very path (deduct.GrantBatch).
-	results, err := op.Deductor.GrantBatch(ctx, []event.GrantCommand{{GrantID: *id, MerchantID: *merchant, Amount: *amount, Source: "billingctl"}})
+	results, err := op.Deductor.GrantBatch(ctx, []event.GrantCommand{{GrantID: *id, MerchantID: *merchant, Amount: *amount, Source: "billingctl",
+		Priority: prio, ExpiresAt: exp, RolloverMax: *rollover}})
 	if err == nil {
 		err = results[0].Err
 	}
@@ -226,6 +250,7 @@ type quotaView struct {
 	LowDefault bool             `json:"low_default"`    // they are QUOTA_LOW_DEFAULT's
 	LowUnits   []int64          `json:"low_thresholds"` // in units at today's granted total, highest first
 	Shards     []shardView      `json:"shards"`
+	Grants     []ledger.Grant   `json:"grants"` // active in burn-down order, then the last ended
 }
 
 type shardView struct {
@@ -248,7 +273,7 @@ func alertsOf(v deduct.View, def quotaevent.Alerts) (quotaevent.Alerts, bool) {
 func newQuotaView(v deduct.View, def quotaevent.Alerts) quotaView {
 	a, isDefault := alertsOf(v, def)
 	q := quotaView{MerchantID: v.MerchantID, Known: v.Known, Cached: v.Cached, Credited: v.Credited, Debited: v.Debited,
-		Expected: v.Expected, Pending: append([]deduct.Pending{}, v.Pending...), Policy: string(v.Policy.Kind), Floor: v.Policy.Floor, Low: a.String(), LowDefault: isDefault, LowUnits: a.Thresholds(v.Credited)}
+		Expected: v.Expected, Pending: append([]deduct.Pending{}, v.Pending...), Grants: append([]ledger.Grant{}, v.Grants...), Policy: string(v.Policy.Kind), Floor: v.Policy.Floor, Low: a.String(), LowDefault: isDefault, LowUnits: a.Thresholds(v.Credited)}
 	if q.LowUnits == nil {
 		q.LowUnits = []int64{}
 	}
@@ -304,6 +329,14 @@ func writeView(w io.Writer, v deduct.View, def quotaevent.Alerts) error {
 			}
 			fmt.Fprintf(tw, "  quota:{%s}\t%s\n", s.Tag, state)
 		}
+	}
+	fmt.Fprintf(tw, "grants\t%d\t(active in burn-down order, then the last ended)\n", len(v.Grants))
+	for _, g := range v.Grants {
+		exp := "never expires"
+		if g.ExpiresAt != nil {
+			exp = "expires " + g.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "  %s\t%d of %d\tpriority %d, %s, %s\n", g.ID, g.Remaining, g.Amount, g.Priority, exp, g.State)
 	}
 	fmt.Fprintf(tw, "pending\t%d\n", len(v.Pending))
 	for _, p := range v.Pending {

@@ -25,6 +25,7 @@ import (
 	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/deduct"
+	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
@@ -88,6 +89,24 @@ func TestOpenAPI(t *testing.T) {
 	if err := g.d.SetPolicy(context.Background(), "m-sharded", ledger.Policy{Kind: ledger.PolicyFloor, Floor: 50}); err != nil {
 		t.Fatal(err)
 	}
+	// An expired grant and a live one: grants of both states, expire and debit rows naming them.
+	exp := time.Now().Add(time.Second)
+	prio := 1
+	if _, err := g.d.GrantBatch(context.Background(), []event.GrantCommand{{GrantID: "g-exp", MerchantID: "m-exp", Amount: 50, Priority: &prio, ExpiresAt: &exp, RolloverMax: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	g.grant("m-exp", 20)
+	g.pay("m-exp", 1, 4)
+	for time.Sleep(time.Until(exp)); ; time.Sleep(50 * time.Millisecond) {
+		n, err := g.d.ExpireDue(context.Background(), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+	}
+	g.pay("m-exp", 1, 3)
 	limited := newRig(t, adminapi.Options{Rate: 0.001, Burst: 1})
 	broken := brokenAPI(t, limited.tokenPath)
 
@@ -131,7 +150,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 
 	for _, path := range []string{"/v1/merchants/%s/balance", "/v1/merchants/%s/ledger"} {
-		for _, m := range []string{"m-a", "m-nokey", "m-sharded"} {
+		for _, m := range []string{"m-a", "m-nokey", "m-sharded", "m-exp"} {
 			check(g.api, http.MethodGet, fmt.Sprintf(path, m), testToken)
 		}
 		check(g.api, http.MethodGet, fmt.Sprintf(path, "m-nobody"), testToken)

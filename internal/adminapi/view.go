@@ -24,6 +24,8 @@ type balanceView struct {
 	// Shards are the merchant's quota shards, present when it has more than
 	// one (or a resharding is folding the old layout).
 	Shards []shardView `json:"shards,omitempty"`
+	// Grants are the active grants in burn-down order, then the last ended.
+	Grants []ledger.Grant `json:"grants"`
 }
 
 type shardView struct {
@@ -54,7 +56,7 @@ func newBalanceView(v deduct.View) balanceView {
 		MySQL: mysqlView{Credited: v.Credited, Debited: v.Debited, Available: v.Credited - v.Debited,
 			OverdraftPolicy: cmp.Or(string(v.Policy.Kind), string(ledger.PolicyReject)), OverdraftFloor: v.Policy.Floor},
 		Redis:   redisView{Exists: v.Cached},
-		Pending: append([]deduct.Pending{}, v.Pending...), ExpectedRemain: v.Expected}
+		Pending: append([]deduct.Pending{}, v.Pending...), ExpectedRemain: v.Expected, Grants: append([]ledger.Grant{}, v.Grants...)}
 	if v.Cached {
 		b.Redis.Remain, b.Redis.Version, b.Drift = new(v.Remain), new(v.Ver), new(v.Drift)
 	}
@@ -89,6 +91,7 @@ type rowView struct {
 	Amount       int64     `json:"amount"`
 	BalanceAfter *int64    `json:"balance_after,omitempty"` // absent on a rejected row of an unknown merchant
 	Overage      int64     `json:"overage"`                 // a debit's part below zero under the overage policy
+	GrantID      *string   `json:"grant_id,omitempty"`      // the grant that paid a whole debit, or that an expire row ends
 	Reason       string    `json:"reason"`
 	PaymentID    string    `json:"payment_id"`
 	Source       string    `json:"source"`
@@ -105,7 +108,7 @@ func newPageView(merchantID string, rows []ledger.Row, limit int) pageView {
 	}
 	for _, r := range rows {
 		p.Rows = append(p.Rows, rowView{ID: strconv.FormatInt(r.ID, 10), EventID: r.EventID, MerchantID: r.MerchantID,
-			Kind: string(r.Kind), Amount: r.Amount, BalanceAfter: r.BalanceAfter, Overage: r.Overage, Reason: r.Reason, PaymentID: r.PaymentID,
+			Kind: string(r.Kind), Amount: r.Amount, BalanceAfter: r.BalanceAfter, Overage: r.Overage, GrantID: r.GrantID, Reason: r.Reason, PaymentID: r.PaymentID,
 			Source: r.Source, OccurredAt: r.OccurredAt.UTC(), CreatedAt: r.CreatedAt.UTC()})
 	}
 	return p

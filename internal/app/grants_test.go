@@ -53,12 +53,13 @@ func TestGrantsTopic(t *testing.T) {
 	raw := func(v string) kafka.Message { return kafka.Message{Key: []byte("m-a"), Value: []byte(v)} }
 	invalid := map[string]string{ // value -> a word of its DLQ reason
 		`{"grant_id":`: "not a JSON object",
-		`{"grant_id":"g2","merchant_id":"m-a","amount":0,"source":"plans"}`:                                     "outside 1..10^12",
-		`{"grant_id":"g3","merchant_id":"m-a","amount":5}`:                                                      "invalid source: missing",
-		`{"grant_id":"g4","merchant_id":"m-a","amount":5,"source":"plans","expires_at":"2027-01-01T00:00:00Z"}`: "expiry is not supported",
-		`{"grant_id":"g5","merchant_id":"m-b","amount":5,"source":"plans"}`:                                     "does not match merchant_id",
+		`{"grant_id":"g2","merchant_id":"m-a","amount":0,"source":"plans"}`:                "outside 1..10^12",
+		`{"grant_id":"g3","merchant_id":"m-a","amount":5}`:                                 "invalid source: missing",
+		`{"grant_id":"g4","merchant_id":"m-a","amount":5,"source":"plans","priority":101}`: "not an integer in 0..100",
+		`{"grant_id":"g5","merchant_id":"m-b","amount":5,"source":"plans"}`:                "does not match merchant_id",
 	}
-	msgs := []kafka.Message{grantMsg("g1", "m-a", 100), grantMsg("g1", "m-a", 100), grantMsg("g1", "m-a", 50), grantMsg("g1", "m-a", 100)}
+	msgs := []kafka.Message{grantMsg("g1", "m-a", 100), grantMsg("g1", "m-a", 100), grantMsg("g1", "m-a", 50), grantMsg("g1", "m-a", 100),
+		raw(`{"grant_id":"g6","merchant_id":"m-a","amount":5,"source":"plans","expires_at":"2099-01-01T00:00:00Z","priority":1,"rollover_max":5}`)}
 	for v := range invalid {
 		msgs = append(msgs, raw(v))
 	}
@@ -110,8 +111,14 @@ func TestGrantsTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Credited != 110 || v.Debited != 2 || !v.Cached || v.Remain != 108 || len(v.Pending) != 0 {
-		t.Errorf("m-a after the grants: %+v; want credited 110, debited 2, Redis 108", v)
+	if v.Credited != 115 || v.Debited != 2 || !v.Cached || v.Remain != 113 || len(v.Pending) != 0 {
+		t.Errorf("m-a after the grants: %+v; want credited 115, debited 2, Redis 113", v)
+	}
+	// g6 expires and comes first (priority 1): it paid p2.
+	var paidBy string
+	g.db.DB.Raw("SELECT grant_id FROM quota_ledger WHERE event_id = 'p2'").Scan(&paidBy)
+	if paidBy != "g6" {
+		t.Errorf("p2 paid by %q, want g6", paidBy)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/httpserver"
 	"github.com/quotaflow/billing/internal/outbox"
+	"github.com/quotaflow/billing/internal/plan"
 	"github.com/quotaflow/billing/internal/tracing"
 )
 
@@ -35,7 +36,9 @@ type Worker struct {
 	admin    *httpserver.Server // the read API; nil unless ADMIN_ADDR is set
 	traces   *tracing.Provider  // nil while tracing is off
 	// relay publishes the balance events the write path puts in the outbox.
-	relay       *outbox.Relay
+	relay *outbox.Relay
+	// periods records grant expiries and issues plan grants.
+	periods     *periods
 	relayWriter *kafka.Writer
 	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
 	HTTPAddr net.Addr
@@ -106,6 +109,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log, w.relay.Wake); err != nil {
 		return nil, err
 	}
+	w.periods = newPeriods(w.Deductor, plan.NewStore(sqlDB), log.Named("periods"))
 	if w.traces, err = newTraces(ctx, cfg.Tracing, opts.SpanExporter); err != nil {
 		return nil, err
 	}
@@ -228,6 +232,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 		defer func() { stopShards(); <-shardsDone }()
 		g.Go(func() error { return w.relay.Run(gctx) })
+		g.Go(func() error { return w.periods.Run(gctx) })
 		// Payments and grants: either failing to start stops both.
 		cg, cctx := errgroup.WithContext(gctx)
 		cg.Go(func() error { return w.consumer.Run(cctx) })

@@ -16,6 +16,7 @@ import (
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/plan"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/shard"
 )
@@ -215,4 +216,13 @@ func (o *Operator) Close() error {
 	err := <-o.leaseDone
 	o.writePath.close()
 	return errors.Join(err, o.svc.Close())
+}
+
+// Plans is the merchants' recurring plans.
+func (o *Operator) Plans() (*plan.Store, error) {
+	sqlDB, err := o.svc.DB.DB()
+	if err != nil {
+		return nil, fmt.Errorf("app: mysql pool: %w", err)
+	}
+	return plan.NewStore(sqlDB), nil
 }

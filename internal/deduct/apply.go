@@ -108,7 +108,16 @@ func (d *Deductor) redoLoop(ctx context.Context, p *pass, open []int, results []
 		}
 		var guard *ledger.GuardError
 		var ref *ledger.RefusedError
+		var due *ledger.ExpiryDueError
 		switch {
+		case errors.As(err, &due):
+			// MySQL's guard met a due expiry: the decision at the boundary is
+			// MySQL's clock's. Drop the caches, then record it (so a crash in
+			// between leaves nothing over-reporting); the redo hydrates.
+			d.metrics.redos.WithLabelValues("expiry").Inc()
+			if err := d.expire(ctx, p.held, due.Merchants); err != nil {
+				return err
+			}
 		case errors.As(err, &guard):
 			// Redis decided what MySQL disagrees with: it allowed a debit MySQL
 			// refuses, or rejected one MySQL covers. Drop the hash; the redo

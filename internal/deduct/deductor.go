@@ -45,6 +45,9 @@ type Ledger interface {
 	Commit(ctx context.Context, rows []ledger.Row) error
 	Grant(ctx context.Context, credits []ledger.Credit) ([]ledger.Credited, error)
 	SetPolicy(ctx context.Context, merchantID string, p ledger.Policy) error
+	DueExpiries(ctx context.Context, limit int) ([]string, error)
+	Expire(ctx context.Context, merchants []string) ([]string, error)
+	Grants(ctx context.Context, merchants []string, ended int) (map[string][]ledger.Grant, error)
 }
 
 // Redis is what the Deductor needs of a client (*redis.Client or *redis.ClusterClient).

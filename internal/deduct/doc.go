@@ -27,7 +27,8 @@
 //     outcome: a guard that fails (Redis allowed what MySQL refuses) or a
 //     rejection MySQL could cover (Redis refused what MySQL allows) means the
 //     cache is stale: the hash is dropped, hydrated from MySQL, and the batch
-//     redone (bounded).
+//     redone (bounded). A guard that fails because a grant's expiry is due
+//     drops the hashes, records the expiry (ledger.Expire) and redoes too.
 //  5. One pipelined round trip of Lua settles deletes the p: fields of the
 //     batch's debits. An event that ended without a debit of this batch
 //     (duplicate, conflict) must leave no deduction behind: if its p: field

@@ -34,7 +34,12 @@ func (d *Deductor) GrantBatch(ctx context.Context, grants []event.GrantCommand) 
 			results[i] = Result{Outcome: Invalid, Err: failure.Permanent(failure.ClassInvalid, err)}
 			continue
 		}
-		credits = append(credits, ledger.Credit{ID: g.GrantID, MerchantID: g.MerchantID, Amount: g.Amount, Source: g.Source})
+		c := ledger.Credit{ID: g.GrantID, MerchantID: g.MerchantID, Amount: g.Amount, Source: g.Source,
+			Priority: g.PriorityOr(), ExpiresAt: g.ExpiresAt, RolloverMax: g.RolloverMax}
+		if g.StartsAt != nil {
+			c.StartsAt = *g.StartsAt
+		}
+		credits = append(credits, c)
 		at = append(at, i)
 		merchants = append(merchants, g.MerchantID)
 	}
@@ -93,6 +98,14 @@ func checkGrant(g event.GrantCommand) error {
 		return fmt.Errorf("deduct: grant id %q is not 1..64 characters of [A-Za-z0-9_.:-]", g.GrantID)
 	case g.Amount < 1 || g.Amount > maxExact:
 		return fmt.Errorf("deduct: grant amount %d is outside 1..2^53-1", g.Amount)
+	case g.PriorityOr() < event.MinGrantPriority || g.PriorityOr() > event.MaxGrantPriority:
+		return fmt.Errorf("deduct: grant priority %d is outside 0..100", g.PriorityOr())
+	case g.RolloverMax < 0 || g.RolloverMax > maxExact:
+		return fmt.Errorf("deduct: rollover_max %d is outside 0..2^53-1", g.RolloverMax)
+	case g.RolloverMax > 0 && g.ExpiresAt == nil:
+		return fmt.Errorf("deduct: grant %s never expires: it has nothing to roll over", g.GrantID)
+	case g.ExpiresAt != nil && g.StartsAt != nil && !g.ExpiresAt.After(*g.StartsAt):
+		return fmt.Errorf("deduct: grant %s expires before it starts", g.GrantID)
 	}
 	return nil
 }

@@ -222,7 +222,7 @@ func outcomes(res []Result) []Outcome {
 type ledgerSums struct {
 	MerchantID string
 	Credited   int64 // sum of credit rows
-	Debited    int64 // sum of debit rows
+	Debited    int64 // sum of debit and expire rows
 	Rejected   int64 // number of rejected rows
 }
 
@@ -232,7 +232,7 @@ func (e *env) sums(ctx context.Context, merchantIDs []string) (map[string]ledger
 	q := e.mysql.DB.WithContext(ctx).Model(&ledger.Row{}).Select(
 		"merchant_id",
 		"COALESCE(SUM(CASE WHEN kind = 'credit' THEN amount ELSE 0 END), 0) AS credited",
-		"COALESCE(SUM(CASE WHEN kind = 'debit' THEN amount ELSE 0 END), 0) AS debited",
+		"COALESCE(SUM(CASE WHEN kind IN ('debit', 'expire') THEN amount ELSE 0 END), 0) AS debited",
 		"COALESCE(SUM(CASE WHEN kind = 'rejected' THEN 1 ELSE 0 END), 0) AS rejected",
 	).Group("merchant_id")
 	if len(merchantIDs) > 0 {

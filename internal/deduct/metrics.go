@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"cause"}),
 		redos: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "billing_deduct_batch_redos_total",
-			Help: "Batches redone from the existing-events query, by reason (stale_cache, rebalance: a shard ran dry while MySQL covers the payment, duplicate, refused).",
+			Help: "Batches redone from the existing-events query, by reason (stale_cache, rebalance: a shard ran dry while MySQL covers the payment, duplicate, refused, expiry: MySQL's guard met a grant expiry that was due).",
 		}, []string{"reason"}),
 		lockLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "billing_deduct_lock_lost_total",

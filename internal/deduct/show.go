@@ -54,7 +54,13 @@ type View struct {
 	// Alerts are the merchant's own low-balance thresholds; nil: the default.
 	Alerts *quotaevent.Alerts
 	Drift  int64 // Remain - Expected when Cached
+	// Grants are the active grants in burn-down order, then the last few
+	// ended ones (shownEnded), newest first.
+	Grants []ledger.Grant
 }
+
+// shownEnded is how many ended grants Show lists.
+const shownEnded = 5
 
 // ShardView is one shard's hash.
 type ShardView struct {
@@ -132,5 +138,10 @@ func (d *Deductor) Show(ctx context.Context, merchantID string) (View, error) {
 	if v.Cached {
 		v.Drift = v.Remain - v.Expected
 	}
+	gs, err := d.ledger.Grants(ctx, []string{merchantID}, shownEnded)
+	if err != nil {
+		return View{}, err
+	}
+	v.Grants = gs[merchantID]
 	return v, nil
 }

@@ -3,10 +3,19 @@ package event
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"time"
 )
 
 // MaxGrantSourceLen bounds a grant command's source (the ledger's source column).
 const MaxGrantSourceLen = 16
+
+// Grant priorities: a grant of a lower priority burns first.
+const (
+	MinGrantPriority     = 0
+	MaxGrantPriority     = 100
+	DefaultGrantPriority = 50
+)
 
 // GrantCommand is one validated command of the quota.grants topic: credit
 // Amount to MerchantID once per GrantID, forever.
@@ -15,20 +24,39 @@ type GrantCommand struct {
 	MerchantID string `json:"merchant_id"`
 	Amount     int64  `json:"amount"`
 	Source     string `json:"source"` // who granted: 1..16 characters of [A-Za-z0-9_.:-]
+	// Priority orders the burn-down (lower first); nil: DefaultGrantPriority.
+	Priority *int `json:"priority,omitempty"`
+	// ExpiresAt nil: the grant never expires.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// RolloverMax is how much of the remainder at expiry is carried into a
+	// new grant (0: none).
+	RolloverMax int64 `json:"rollover_max,omitempty"`
+	// StartsAt is the start of the period a plan grant is for; nil: now.
+	StartsAt *time.Time `json:"starts_at,omitempty"`
+}
+
+// PriorityOr is the command's priority, or DefaultGrantPriority.
+func (g GrantCommand) PriorityOr() int {
+	if g.Priority == nil {
+		return DefaultGrantPriority
+	}
+	return *g.Priority
 }
 
 type grantWire struct {
-	GrantID    string          `json:"grant_id"`
-	MerchantID string          `json:"merchant_id"`
-	Amount     json.RawMessage `json:"amount"`
-	Source     string          `json:"source"`
-	ExpiresAt  *string         `json:"expires_at"`
+	GrantID     string          `json:"grant_id"`
+	MerchantID  string          `json:"merchant_id"`
+	Amount      json.RawMessage `json:"amount"`
+	Source      string          `json:"source"`
+	ExpiresAt   *string         `json:"expires_at"`
+	Priority    json.RawMessage `json:"priority"`
+	RolloverMax json.RawMessage `json:"rollover_max"`
+	StartsAt    *string         `json:"starts_at"`
 }
 
 // DecodeGrant parses and validates a grant command; key, when present, must
-// equal merchant_id. expires_at is reserved: a well-formed one is refused
-// all the same, since a grant that should expire must not be applied as one
-// that never does (replay it from the DLQ once expiry exists).
+// equal merchant_id. expires_at, priority (0..100), rollover_max (needs
+// expires_at) and starts_at are optional.
 func DecodeGrant(key, value []byte) (GrantCommand, error) {
 	var w grantWire
 	if err := json.Unmarshal(value, &w); err != nil {
@@ -41,8 +69,34 @@ func DecodeGrant(key, value []byte) (GrantCommand, error) {
 	g.Amount, errs = requireAmount(errs, w.Amount)
 	g.Source, errs = requireGrantSource(errs, w.Source)
 	if w.ExpiresAt != nil {
-		if _, errs = requireTime(errs, "expires_at", *w.ExpiresAt); len(errs) == 0 {
-			errs = append(errs, &InvalidError{Field: "expires_at", Reason: "grant expiry is not supported yet; send the grant without it"})
+		var t time.Time
+		if t, errs = requireTime(errs, "expires_at", *w.ExpiresAt); !t.IsZero() {
+			g.ExpiresAt = &t
+		}
+	}
+	if w.StartsAt != nil {
+		var t time.Time
+		if t, errs = requireTime(errs, "starts_at", *w.StartsAt); !t.IsZero() {
+			g.StartsAt = &t
+		}
+	}
+	if w.Priority != nil && string(w.Priority) != "null" {
+		p, err := strconv.Atoi(string(w.Priority))
+		if err != nil || p < MinGrantPriority || p > MaxGrantPriority {
+			errs = append(errs, &InvalidError{Field: "priority", Reason: fmt.Sprintf("%s is not an integer in 0..100", truncate(string(w.Priority)))})
+		} else {
+			g.Priority = &p
+		}
+	}
+	if w.RolloverMax != nil && string(w.RolloverMax) != "null" {
+		n, err := strconv.ParseInt(string(w.RolloverMax), 10, 64)
+		switch {
+		case err != nil || n < 0 || n > MaxAmount:
+			errs = append(errs, &InvalidError{Field: "rollover_max", Reason: fmt.Sprintf("%s is not an integer in 0..10^12", truncate(string(w.RolloverMax)))})
+		case n > 0 && w.ExpiresAt == nil:
+			errs = append(errs, &InvalidError{Field: "rollover_max", Reason: "a grant that never expires has nothing to roll over"})
+		default:
+			g.RolloverMax = n
 		}
 	}
 	if len(errs) > 0 {
@@ -56,7 +110,7 @@ func DecodeGrant(key, value []byte) (GrantCommand, error) {
 
 // Encode renders the command in its wire form.
 func (g GrantCommand) Encode() []byte {
-	b, _ := json.Marshal(g) // cannot fail: strings and an int64
+	b, _ := json.Marshal(g) // cannot fail: strings, integers and times
 	return b
 }
 

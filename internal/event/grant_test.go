@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 const validGrant = `{"grant_id":"plan-2026-12:m-42","merchant_id":"m-42","amount":1000,"source":"plans"}`
@@ -23,6 +24,26 @@ func TestDecodeGrantValid(t *testing.T) {
 	}
 }
 
+func TestDecodeGrantPeriod(t *testing.T) {
+	v := strings.Replace(validGrant, `}`, `,"expires_at":"2027-01-01T00:00:00+01:00","priority":1,"rollover_max":10}`, 1)
+	got, err := DecodeGrant(nil, []byte(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC)
+	if got.ExpiresAt == nil || !got.ExpiresAt.Equal(exp) || got.PriorityOr() != 1 || got.RolloverMax != 10 {
+		t.Fatalf("got %+v", got)
+	}
+	again, err := DecodeGrant(nil, got.Encode())
+	if err != nil || !again.ExpiresAt.Equal(exp) || again.PriorityOr() != 1 || again.RolloverMax != 10 {
+		t.Fatalf("round trip: %+v, %v", again, err)
+	}
+	plain, _ := DecodeGrant(nil, []byte(validGrant))
+	if plain.PriorityOr() != DefaultGrantPriority || plain.ExpiresAt != nil {
+		t.Fatalf("defaults: %+v", plain)
+	}
+}
+
 func TestDecodeGrantInvalid(t *testing.T) {
 	replace := func(old, new string) string { return strings.Replace(validGrant, old, new, 1) }
 	tests := []struct {
@@ -39,7 +60,11 @@ func TestDecodeGrantInvalid(t *testing.T) {
 		{"missing source", "", replace(`,"source":"plans"`, ``), "source", "missing"},
 		{"long source", "", replace(`"plans"`, `"`+strings.Repeat("s", 17)+`"`), "source", "is not 1..16"},
 		{"bad expires_at", "", replace(`}`, `,"expires_at":"next week"}`), "expires_at", "not an RFC 3339 time"},
-		{"expires_at reserved", "", replace(`}`, `,"expires_at":"2027-01-01T00:00:00Z"}`), "expires_at", "not supported yet"},
+		{"priority too high", "", replace(`}`, `,"priority":101}`), "priority", "not an integer in 0..100"},
+		{"priority fraction", "", replace(`}`, `,"priority":1.5}`), "priority", "not an integer in 0..100"},
+		{"negative rollover", "", replace(`}`, `,"expires_at":"2027-01-01T00:00:00Z","rollover_max":-1}`), "rollover_max", "not an integer"},
+		{"rollover without expiry", "", replace(`}`, `,"rollover_max":5}`), "rollover_max", "never expires"},
+		{"bad starts_at", "", replace(`}`, `,"starts_at":"today"}`), "starts_at", "not an RFC 3339 time"},
 		{"key mismatch", "m-43", validGrant, "key", "does not match"},
 	}
 	for _, tt := range tests {

@@ -72,6 +72,7 @@ const (
 	Overdraft = "overdraft" // no balance, debit or Redis remain below zero
 	Redis     = "redis"     // once settled, Redis equals MySQL with nothing pending
 	DLQ       = "dlq"       // every invalid message dead-lettered, nothing else
+	Grants    = "grants"    // active grants back the balance; every unit of a grant is left, paid or expired
 )
 
 // Report lists every broken invariant; it is empty when all hold.
@@ -125,11 +126,64 @@ func Check(ctx context.Context, p Produced, s State) (*Report, error) {
 	}
 	checkEvents(r, p, rows)
 	checkBalances(r, rows, balances)
+	if err := checkGrants(ctx, r, s.DB); err != nil {
+		return nil, err
+	}
 	if err := checkRedis(ctx, r, s, balances); err != nil {
 		return nil, err
 	}
 	checkDLQ(r, p, s)
 	return r, nil
+}
+
+// grantAccount is one grant and what its units became.
+type grantAccount struct {
+	GrantID, MerchantID, State   string
+	Amount, Remaining            int64
+	Paid, Expired, Expires, Debt int64
+}
+
+// checkGrants: each merchant's active grants' remaining (ledger.RemainingSQL)
+// sums to max(available, 0); each grant's units are remaining, paid (debits
+// naming it, whole or in quota_attribution) or expired (its one expire row),
+// with nothing left over unless a debt took it (never under reject); an
+// expired grant has nothing remaining.
+func checkGrants(ctx context.Context, r *Report, db *gorm.DB) error {
+	var accounts []grantAccount
+	err := db.WithContext(ctx).Raw(`SELECT g.grant_id, g.merchant_id, g.state, g.amount,
+		` + ledger.RemainingSQL + ` AS remaining,
+		COALESCE((SELECT SUM(l.amount) FROM quota_ledger l WHERE l.grant_id = g.grant_id AND l.kind = 'debit'), 0)
+		  + COALESCE((SELECT SUM(a.amount) FROM quota_attribution a WHERE a.grant_id = g.grant_id), 0) AS paid,
+		COALESCE((SELECT SUM(l.amount) FROM quota_ledger l WHERE l.grant_id = g.grant_id AND l.kind = 'expire'), 0) AS expired,
+		(SELECT COUNT(*) FROM quota_ledger l WHERE l.grant_id = g.grant_id AND l.kind = 'expire') AS expires,
+		IF(b.overdraft_policy = 'reject', 0, 1) AS debt
+		FROM quota_grants g JOIN merchant_balance b ON b.merchant_id = g.merchant_id`).Scan(&accounts).Error
+	if err != nil {
+		return fmt.Errorf("invariant: read grants: %w", err)
+	}
+	left := map[string]int64{}
+	for _, a := range accounts {
+		if a.State == string(ledger.GrantActive) {
+			left[a.MerchantID] += a.Remaining
+		} else if a.Remaining != 0 && a.State == string(ledger.GrantExpired) {
+			r.fail(Grants, "grant %s expired with %d remaining", a.GrantID, a.Remaining)
+		}
+		used := a.Remaining + a.Paid + a.Expired
+		if a.Expires > 1 || used > a.Amount || (a.Debt == 0 && used != a.Amount) {
+			r.fail(Grants, "grant %s of %d: %d remaining + %d paid + %d expired (%d expire rows)", a.GrantID, a.Amount, a.Remaining, a.Paid, a.Expired, a.Expires)
+		}
+	}
+	r.Checked["grants"] = len(accounts)
+	var bals []ledger.Balance
+	if err := db.WithContext(ctx).Raw("SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN (SELECT merchant_id FROM quota_grants)").Scan(&bals).Error; err != nil {
+		return fmt.Errorf("invariant: read balances: %w", err)
+	}
+	for _, b := range bals {
+		if want := max(0, b.Available()); left[b.MerchantID] != want {
+			r.fail(Grants, "merchant %s: active grants' remaining %d != max(available, 0) = %d", b.MerchantID, left[b.MerchantID], want)
+		}
+	}
+	return nil
 }
 
 // load reads the rows of query by key.
@@ -162,8 +216,8 @@ func checkEvents(r *Report, p Produced, rows map[string]ledger.Row) {
 		}
 	}
 	for id, row := range rows {
-		if row.Kind == ledger.KindCredit {
-			continue
+		if row.Kind == ledger.KindCredit || row.Kind == ledger.KindExpire {
+			continue // grants and their expiries have no payment event
 		}
 		r.Checked["ledger "+string(row.Kind)+" rows"]++
 		if _, ok := first[id]; !ok {
@@ -189,7 +243,7 @@ func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]le
 		switch row.Kind {
 		case ledger.KindCredit:
 			s.Credited += row.Amount
-		case ledger.KindDebit:
+		case ledger.KindDebit, ledger.KindExpire:
 			s.Debited += row.Amount
 		}
 		sums[row.MerchantID] = s

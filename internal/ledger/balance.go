@@ -8,7 +8,7 @@ func takenTotals(rows []Row) (map[string]int64, []string) {
 	totals := make(map[string]int64)
 	for _, r := range rows {
 		switch r.Kind {
-		case KindDebit:
+		case KindDebit, KindExpire:
 			totals[r.MerchantID] += r.Amount
 		case KindCredit:
 			totals[r.MerchantID] -= r.Amount
@@ -46,6 +46,8 @@ func setBalanceAfter(rows []Row, bals []Balance, taken map[string]int64) {
 		switch rows[i].Kind {
 		case KindDebit:
 			rows[i].Overage = policies[rows[i].MerchantID].Overage(bal, rows[i].Amount)
+			bal -= rows[i].Amount
+		case KindExpire:
 			bal -= rows[i].Amount
 		case KindCredit:
 			bal += rows[i].Amount

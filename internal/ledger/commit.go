@@ -70,6 +70,9 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			if g := staleRejection(rows, policiesOf(bals)); g != nil {
 				return g
 			}
+			if err := s.burn(ctx, tx, rows, bals, debits, now); err != nil {
+				return err
+			}
 			if err := s.insert(ctx, tx, rows); err != nil {
 				return err
 			}
@@ -86,8 +89,17 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 		if !errors.Is(err, errGuardShort) {
 			return classify(err, rows)
 		}
-		// Rolled back. Name the merchant (the first, in merchant order) whose
-		// guard refused; a balance raised meanwhile (a grant) lets it pass now.
+		// Rolled back. An expiry that was due refused it: the caller drops
+		// the caches, records the expiries (Expire) and redoes the batch.
+		due, err := s.dueAmong(ctx, withDebits(merchants, debits))
+		if err != nil {
+			return err
+		}
+		if len(due) > 0 {
+			return &ExpiryDueError{Merchants: due}
+		}
+		// Name the merchant (the first, in merchant order) whose guard
+		// refused; a balance raised meanwhile (a grant) lets it pass now.
 		guard, err := s.refusedGuard(ctx, merchants, debits)
 		switch {
 		case err != nil:
@@ -113,9 +125,12 @@ var errGuardShort = errors.New("ledger: a balance guard refused its debit")
 //	WHERE merchant_id IN (?, ...)
 //	  AND (overdraft_policy = 'overage'
 //	       OR credited - debited + overdraft_floor >= CASE merchant_id WHEN ? THEN ? ... END)
+//	  AND (next_expiry IS NULL OR next_expiry > NOW(6))
 //
 // A merchant whose guard fails (or who has no row) is not matched: fewer rows
-// than guarded. The hint keeps it locking through the primary key, in key
+// than guarded. The expiry clause makes MySQL's clock the boundary of a
+// grant's life: no debit commits once an expiry is due and unrecorded, so a
+// debit before it is paid by the expiring grant and one after it by the next. The hint keeps it locking through the primary key, in key
 // order (no deadlock between batches): a full index scan would lock every row
 // it reads and serialize all batches.
 func guardedDebit(merchants []string, debits map[string]int64) (sql string, args []any, guarded int) {
@@ -130,7 +145,8 @@ func guardedDebit(merchants []string, debits map[string]int64) (sql string, args
 	in, ids := InList(debited)
 	amount := "CASE merchant_id" + strings.Repeat(" WHEN ? THEN ?", len(debited)) + " END"
 	sql = "UPDATE merchant_balance FORCE INDEX (PRIMARY) SET debited = debited + " + amount +
-		" WHERE merchant_id IN (" + in + ") AND (overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= " + amount + ")"
+		" WHERE merchant_id IN (" + in + ") AND (overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= " + amount + ")" +
+		" AND (next_expiry IS NULL OR next_expiry > NOW(6))"
 	args = make([]any, 0, 2*len(pairs)+len(ids))
 	args = append(append(append(args, pairs...), ids...), pairs...)
 	return sql, args, len(debited)
@@ -171,10 +187,10 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]Balance, error) {
 	in, args := InList(merchants)
 	bals := make([]Balance, 0, len(merchants))
-	err := s.query(ctx, tx, "SELECT merchant_id, credited, debited, low_units, low_percent, overdraft_policy, overdraft_floor FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
+	err := s.query(ctx, tx, "SELECT "+balanceColumns+" FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
 		args, func(rows *sql.Rows) error {
-			var b Balance
-			if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent, &b.PolicyKind, &b.OverdraftFloor); err != nil {
+			b, err := scanBalance(rows)
+			if err != nil {
 				return err
 			}
 			bals = append(bals, b)
@@ -220,20 +236,23 @@ func InsertStatement(rows []Row) (string, []any) {
 }
 
 func insertSQL(rows int) string {
-	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	return "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, overage) VALUES " +
+	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	return "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, overage, grant_id) VALUES " +
 		tuple + strings.Repeat(", "+tuple, rows-1)
 }
 
 func insertArgs(rows []Row) []any {
-	args := make([]any, 0, 12*len(rows))
+	args := make([]any, 0, 13*len(rows))
 	for _, r := range rows {
-		var after any
+		var after, grant any
 		if r.BalanceAfter != nil {
 			after = *r.BalanceAfter
 		}
+		if r.GrantID != nil {
+			grant = *r.GrantID
+		}
 		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, after,
-			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt, r.Overage)
+			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt, r.Overage, grant)
 	}
 	return args
 }

@@ -42,6 +42,18 @@ func (e *GuardError) Error() string {
 // Is makes errors.Is(err, ErrGuard) hold.
 func (e *GuardError) Is(target error) bool { return target == ErrGuard }
 
+// ExpiryDueError: the guard refused the batch because grants of these
+// merchants are due to expire; nothing is written. Drop their caches first
+// (a crash then leaves nothing that over-reports), record the expiries
+// (Expire), and redo the batch.
+type ExpiryDueError struct {
+	Merchants []string
+}
+
+func (e *ExpiryDueError) Error() string {
+	return "ledger: grants of " + strings.Join(e.Merchants, ", ") + " are due to expire before the batch"
+}
+
 // RefusedError is a value the database refused; EventID names its row if known.
 type RefusedError struct {
 	EventID string

@@ -6,14 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // Credit is one grant to record: ID is the grant id, the row's event_id.
+// Priority orders it in the burn-down (lower first; callers give
+// DefaultPriority when they have none); ExpiresAt nil never expires;
+// RolloverMax carries up to that much past its expiry. StartsAt, when set,
+// is the start of the period it is for (a plan's); else the time it is recorded.
 type Credit struct {
 	ID, MerchantID, Source string
 	Amount                 int64
+	Priority               int
+	ExpiresAt              *time.Time
+	RolloverMax            int64
+	StartsAt               time.Time
 }
 
 // Credited is what became of one Credit.
@@ -33,7 +42,11 @@ func (s *Store) Grant(ctx context.Context, credits []Credit) ([]Credited, error)
 	now := s.now().UTC()
 	want := make([]Row, len(credits))
 	ids := make([]string, 0, len(credits))
+	terms := make(map[string]Credit, len(credits))
 	for i, c := range credits {
+		if _, ok := terms[c.ID]; !ok {
+			terms[c.ID] = c
+		}
 		want[i] = Row{EventID: c.ID, MerchantID: c.MerchantID, Kind: KindCredit, Amount: c.Amount,
 			Reason: ReasonGrant, Source: c.Source, OccurredAt: now, CreatedAt: now}
 		ids = append(ids, c.ID)
@@ -52,7 +65,7 @@ func (s *Store) Grant(ctx context.Context, credits []Credit) ([]Credited, error)
 			if len(fresh) == 0 {
 				return nil
 			}
-			if wrote, err = s.writeCredits(ctx, tx, fresh); err != nil {
+			if wrote, err = s.writeCredits(ctx, tx, fresh, terms); err != nil {
 				return err
 			}
 			byID := make(map[string]Row, len(fresh))
@@ -114,9 +127,10 @@ func decideCredits(want []Row, existing map[string]Row) (out []Credited, fresh [
 }
 
 // writeCredits gives rows ids, raises each merchant's credited once (in
-// merchant order: no deadlock between batches), sets balance_after, inserts
-// the rows and their balance events; it reports whether it wrote any event.
-func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, rows []Row) (bool, error) {
+// merchant order: no deadlock between batches), sets balance_after, records
+// each as a grant (terms by id) and moves the merchants' heads, inserts the
+// rows and their balance events; it reports whether it wrote any event.
+func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, rows []Row, terms map[string]Credit) (bool, error) {
 	all := make([]int, len(rows))
 	for i := range all {
 		all[i] = i
@@ -139,6 +153,9 @@ func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, rows []Row) (bool,
 		return false, err
 	}
 	setBalanceAfter(rows, bals, moved)
+	if err := s.bookCredits(ctx, tx, rows, bals, moved, terms); err != nil {
+		return false, err
+	}
 	if err := s.insert(ctx, tx, rows); err != nil {
 		return false, err
 	}
@@ -171,4 +188,39 @@ func (s *Store) creditEvents(rows []Row, bals []Balance, moved map[string]int64)
 		out = append(out, s.grantEvents(r, b, created)...)
 	}
 	return out
+}
+
+// bookCredits records credit rows as grants: each pays back what the merchant
+// owes first (PayBack), then the merchants' heads move. bals are after the
+// credits; moved is minus what they credited per merchant.
+func (s *Store) bookCredits(ctx context.Context, tx *sql.Tx, rows []Row, bals []Balance, moved map[string]int64, terms map[string]Credit) error {
+	debited := make(map[string]int64, len(bals))
+	for _, b := range bals {
+		debited[b.MerchantID] = b.Debited
+	}
+	books, err := s.loadBooks(ctx, tx, bals, debited)
+	if err != nil {
+		return err
+	}
+	avail := make(map[string]int64, len(bals))
+	for m, bk := range books {
+		avail[m] = bk.bal.Available() + moved[m]
+		bk.adopt(avail[m], rows[0].CreatedAt)
+	}
+	for _, r := range rows {
+		bk, ok := books[r.MerchantID]
+		if !ok {
+			continue
+		}
+		c := terms[r.EventID]
+		g := Grant{ID: r.EventID, MerchantID: r.MerchantID, Amount: r.Amount, Remaining: PayBack(avail[r.MerchantID], r.Amount),
+			Priority: c.Priority, StartsAt: c.StartsAt, ExpiresAt: c.ExpiresAt, RolloverMax: c.RolloverMax,
+			State: GrantActive, CreatedAt: r.CreatedAt}
+		if g.StartsAt.IsZero() {
+			g.StartsAt = r.CreatedAt
+		}
+		avail[r.MerchantID] += r.Amount
+		bk.add(g)
+	}
+	return s.saveBooks(ctx, tx, books, debited, rows[0].CreatedAt)
 }

@@ -17,6 +17,7 @@ const (
 	KindCredit   Kind = "credit"   // quota granted; adds to credited
 	KindDebit    Kind = "debit"    // quota used by a payment; adds to debited
 	KindRejected Kind = "rejected" // a payment that used nothing (insufficient, unknown merchant)
+	KindExpire   Kind = "expire"   // the remainder of an expired grant; adds to debited
 )
 
 // Reasons written on ledger rows.
@@ -25,6 +26,8 @@ const (
 	ReasonGrant           = "grant"
 	ReasonInsufficient    = "insufficient"
 	ReasonUnknownMerchant = "unknown_merchant"
+	ReasonExpiry          = "expiry"
+	ReasonRollover        = "rollover"
 )
 
 // Column limits of quota_ledger (migrations/0002_quota_ledger.up.sql).
@@ -48,7 +51,11 @@ type Row struct {
 	Source       string `gorm:"column:source"`
 	// Overage is the part of a debit below zero under the overage policy
 	// (set by Commit), else 0.
-	Overage    int64     `gorm:"column:overage"`
+	Overage int64 `gorm:"column:overage"`
+	// GrantID is the grant that paid the whole debit, or that an expire row
+	// ends (set by Commit and Expire); nil for a debit paid by several grants
+	// (quota_attribution) or owed.
+	GrantID    *string   `gorm:"column:grant_id"`
 	OccurredAt time.Time `gorm:"column:occurred_at"`
 	CreatedAt  time.Time `gorm:"column:created_at"`
 }
@@ -63,8 +70,8 @@ func (r Row) Check() error {
 		return fmt.Errorf("event_id must be 1..%d characters", maxIDChars)
 	case r.MerchantID == "" || utf8.RuneCountInString(r.MerchantID) > maxIDChars:
 		return fmt.Errorf("merchant_id must be 1..%d characters", maxIDChars)
-	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected:
-		return fmt.Errorf("kind %q is not credit, debit or rejected", r.Kind)
+	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected && r.Kind != KindExpire:
+		return fmt.Errorf("kind %q is not credit, debit, rejected or expire", r.Kind)
 	case r.Amount <= 0:
 		return fmt.Errorf("amount %d must be positive", r.Amount)
 	case utf8.RuneCountInString(r.Reason) > maxReasonChars:
@@ -94,8 +101,13 @@ type Balance struct {
 	// PolicyKind and OverdraftFloor are the overdraft policy (see Policy).
 	PolicyKind     PolicyKind `gorm:"column:overdraft_policy;default:reject"`
 	OverdraftFloor int64      `gorm:"column:overdraft_floor"`
-	CreatedAt      time.Time  `gorm:"column:created_at"`
-	UpdatedAt      time.Time  `gorm:"column:updated_at"`
+	// HeadGrant pays every debit until Debited reaches HeadEnd (see
+	// migrations/0007); NextExpiry is the earliest expiry with a remainder.
+	HeadGrant  *string    `gorm:"column:head_grant"`
+	HeadEnd    *int64     `gorm:"column:head_end"`
+	NextExpiry *time.Time `gorm:"column:next_expiry"`
+	CreatedAt  time.Time  `gorm:"column:created_at"`
+	UpdatedAt  time.Time  `gorm:"column:updated_at"`
 }
 
 // TableName is the GORM table of Balance.

@@ -155,6 +155,10 @@ func Replay(rows []Row, levels func(merchantID string) quotaevent.Levels) map[st
 		case KindDebit:
 			c.After = s.balance - r.Amount
 			evs = quotaevent.Crossed(r.MerchantID, c, levels(r.MerchantID), r.CreatedAt)
+		case KindExpire:
+			c.After = s.balance - r.Amount
+			evs = append(evs, quotaevent.NewEvent(quotaevent.Expired, r.MerchantID, r.EventID, c.Before, c.After, nil, r.CreatedAt))
+			evs = append(evs, quotaevent.Crossed(r.MerchantID, c, levels(r.MerchantID), r.CreatedAt)...)
 		}
 		s.balance = c.After
 		out[r.MerchantID] = append(out[r.MerchantID], evs...)

@@ -19,7 +19,7 @@ func (s *Store) sums(ctx context.Context, merchantIDs []string) (map[string]sums
 	q := s.db.WithContext(ctx).Model(&Row{}).Select(
 		"merchant_id",
 		"COALESCE(SUM(CASE WHEN kind = 'credit' THEN amount ELSE 0 END), 0) AS credited",
-		"COALESCE(SUM(CASE WHEN kind = 'debit' THEN amount ELSE 0 END), 0) AS debited",
+		"COALESCE(SUM(CASE WHEN kind IN ('debit', 'expire') THEN amount ELSE 0 END), 0) AS debited",
 		"COALESCE(SUM(CASE WHEN kind = 'rejected' THEN 1 ELSE 0 END), 0) AS rejected",
 	).Group("merchant_id")
 	if len(merchantIDs) > 0 {

@@ -32,8 +32,8 @@ type filled struct {
 	lastID  int64 // every later row (the workers') has a larger id
 }
 
-// grant gives every merchant its quota (a balance row and a credit row, as a
-// grant would) and, with rows > 0, writes rows debit rows spread round-robin
+// grant gives every merchant its quota (a balance row, a credit row and a
+// grant at the head of its burn-down, as a grant would) and, with rows > 0, writes rows debit rows spread round-robin
 // over the merchants, with balances to match: the ledger as it would be
 // after rows earlier payments. Their event_ids are the run's prefix followed
 // by numbers after the run's own (firstSeq on), so old and new ids interleave
@@ -56,16 +56,24 @@ func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPref
 	credit := int64(quota)
 	for off := 0; off < len(merchants); off += rowsPerInsert {
 		chunk := merchants[off:min(off+rowsPerInsert, len(merchants))]
-		bal := make([]any, 0, 3*len(chunk))
+		bal := make([]any, 0, 5*len(chunk))
+		grants := make([]any, 0, 6*len(chunk))
 		led := make([]ledger.Row, len(chunk))
 		for i, m := range chunk {
-			bal = append(bal, m, credit, debited[off+i])
+			// One never-expiring grant per merchant, at the head of its
+			// burn-down: head_end - debited is its remaining.
+			bal = append(bal, m, credit, debited[off+i], "grant-"+m, credit)
+			grants = append(grants, "grant-"+m, m, credit, credit-debited[off+i], now, now)
 			led[i] = ledger.Row{EventID: "grant-" + m, MerchantID: m, Kind: ledger.KindCredit, Amount: quota,
 				BalanceAfter: &credit, Reason: ledger.ReasonGrant, OccurredAt: now, CreatedAt: now}
 			after[off+i] = quota
 		}
-		tuples := strings.Repeat(", (?, ?, ?)", len(chunk))[2:]
-		if _, err := db.ExecContext(ctx, "INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES "+tuples, bal...); err != nil {
+		tuples := strings.Repeat(", (?, ?, ?, ?, ?)", len(chunk))[2:]
+		if _, err := db.ExecContext(ctx, "INSERT INTO merchant_balance (merchant_id, credited, debited, head_grant, head_end) VALUES "+tuples, bal...); err != nil {
+			return filled{}, fmt.Errorf("load: grant: %w", err)
+		}
+		tuples = strings.Repeat(", (?, ?, ?, ?, 50, ?, ?)", len(chunk))[2:]
+		if _, err := db.ExecContext(ctx, "INSERT INTO quota_grants (grant_id, merchant_id, amount, remaining, priority, starts_at, created_at) VALUES "+tuples, grants...); err != nil {
 			return filled{}, fmt.Errorf("load: grant: %w", err)
 		}
 		if f.lastID, err = insert(ctx, db, gen, led); err != nil {
@@ -84,9 +92,10 @@ func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPref
 				eventID = fmt.Sprintf("%s-%010d", idPrefix, j)
 			}
 			at := now.Add(time.Duration(j-rows) * time.Millisecond)
+			grantID := "grant-" + merchants[m]
 			led[i] = ledger.Row{EventID: eventID, MerchantID: merchants[m], Kind: ledger.KindDebit, Amount: amount,
 				BalanceAfter: &balance, Reason: ledger.ReasonPayment, PaymentID: "pay-" + eventID, Source: string(sources[j%3]),
-				OccurredAt: at, CreatedAt: at}
+				GrantID: &grantID, OccurredAt: at, CreatedAt: at}
 		}
 		if f.lastID, err = insert(ctx, db, gen, led); err != nil {
 			return filled{}, fmt.Errorf("load: pre-fill after %d of %d rows: %w", off, rows, err)

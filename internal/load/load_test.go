@@ -185,7 +185,7 @@ func testGrantPrefill(t *testing.T, ordered bool) {
 	}
 	var bad int
 	err = db.SQL.QueryRow(`SELECT COUNT(*) FROM merchant_balance b JOIN (
-		SELECT merchant_id, SUM(IF(kind = 'credit', amount, 0)) c, SUM(IF(kind = 'debit', amount, 0)) d FROM quota_ledger GROUP BY merchant_id
+		SELECT merchant_id, SUM(IF(kind = 'credit', amount, 0)) c, SUM(IF(kind IN ('debit', 'expire'), amount, 0)) d FROM quota_ledger GROUP BY merchant_id
 	) s USING (merchant_id) WHERE s.c <> b.credited OR s.d <> b.debited
 	OR (SELECT balance_after FROM quota_ledger l WHERE l.merchant_id = b.merchant_id ORDER BY id DESC LIMIT 1) <> b.credited - b.debited`).Scan(&bad)
 	if err != nil || bad != 0 {

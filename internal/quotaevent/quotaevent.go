@@ -20,6 +20,7 @@ const (
 	Depleted  Type = "quota.depleted"  // a debit took the balance to the point where the policy rejects
 	Recovered Type = "quota.recovered" // a credit took the balance back above a threshold or the depletion point
 	Granted   Type = "quota.granted"   // a grant credited the merchant
+	Expired   Type = "quota.expired"   // a grant expired: its remainder left the balance
 	Deducted  Type = "quota.deducted"  // a payment debited the merchant (per-payment events only)
 	Rejected  Type = "quota.rejected"  // a payment was rejected (per-payment events only)
 )

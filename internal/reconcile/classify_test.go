@@ -218,6 +218,37 @@ func TestAuditLedger(t *testing.T) {
 	}
 }
 
+func TestAuditGrants(t *testing.T) {
+	view := func(credited, debited, left, grants int64) ledgerView {
+		return ledgerView{Balance: balance{Credited: credited, Debited: debited}, SettledCredit: credited, SettledDebit: debited,
+			GrantsLeft: left, Grants: grants}
+	}
+	floor := func(v ledgerView) ledgerView {
+		v.Balance.Policy = ledger.Policy{Kind: ledger.PolicyFloor, Floor: 50}
+		return v
+	}
+	for _, c := range []struct {
+		name  string
+		v     ledgerView
+		delta int64 // 0: no finding
+	}{
+		{"grants equal the balance", view(100, 30, 70, 2), 0},
+		{"a balance row without grants (adopted on its next debit)", view(100, 30, 0, 0), 0},
+		{"grants short of the balance", view(100, 30, 60, 2), -10},
+		{"grants beyond the balance", view(100, 30, 75, 1), 5},
+		{"a debt: no grant has a remainder", floor(view(100, 120, 0, 1)), 0},
+		{"a debt with a grant remainder", floor(view(100, 120, 5, 1)), 5},
+	} {
+		f := auditLedger("m", c.v)
+		switch {
+		case c.delta == 0 && len(f) != 0:
+			t.Errorf("%s: %+v", c.name, f)
+		case c.delta != 0 && (len(f) != 1 || f[0].Kind != KindGrantsMismatch || f[0].Delta != c.delta || !f[0].Kind.critical()):
+			t.Errorf("%s: %+v, want a grants_mismatch of %d", c.name, f, c.delta)
+		}
+	}
+}
+
 func TestLedgerViewNext(t *testing.T) {
 	v := ledgerView{Base: checkpoint{LastID: 9, Credited: 60, Debited: 20}, SettledCredit: 30, SettledDebit: 5, FreshCredit: 10, MaxSettled: 15}
 	cp, ok := v.next(false)

@@ -14,12 +14,13 @@ const (
 	KindNegativeBalance Kind = "negative_balance" // below what the overdraft policy allows (critical)
 	KindLedgerMismatch  Kind = "ledger_mismatch"  // ledger rows do not sum to the balance row (critical)
 	KindMalformed       Kind = "malformed"        // a quota hash that cannot be parsed (critical)
+	KindGrantsMismatch  Kind = "grants_mismatch"  // active grants' remaining != max(available, 0) (critical)
 )
 
 // critical reports whether a finding of this kind is left for a person and
 // blocks every Redis repair of its merchant.
 func (k Kind) critical() bool {
-	return k == KindNegativeBalance || k == KindLedgerMismatch || k == KindMalformed
+	return k == KindNegativeBalance || k == KindLedgerMismatch || k == KindMalformed || k == KindGrantsMismatch
 }
 
 // drift reports whether a finding of this kind is drift. A missing quota hash

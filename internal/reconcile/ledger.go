@@ -45,6 +45,11 @@ type ledgerView struct {
 	SettledCredit, SettledDebit int64      // rows after Base.LastID, at or below the settled bound
 	FreshCredit, FreshDebit     int64      // rows above both
 	MaxSettled                  int64      // highest settled id read, 0 if none
+	// GrantsLeft sums the active grants' remaining; Grants counts the
+	// merchant's grants of any state (0: a balance row written by hand,
+	// whose balance the next debit adopts as an opening grant).
+	GrantsLeft int64
+	Grants     int64
 }
 
 func (v ledgerView) credits() int64 { return v.Base.Credited + v.SettledCredit + v.FreshCredit }
@@ -82,6 +87,9 @@ func readLedger(ctx context.Context, db *sql.DB, merchants []string, bound int64
 		if err := readBases(ctx, tx, merchants, bound, full, views); err != nil {
 			return err
 		}
+		if err := readGrants(ctx, tx, merchants, views); err != nil {
+			return err
+		}
 		return readSums(ctx, tx, merchants, bound, full, views)
 	})
 	return views, err
@@ -103,6 +111,22 @@ func readBases(ctx context.Context, tx *sql.Tx, merchants []string, bound int64,
 		WHERE b.merchant_id IN (`+in+`)`, args...)
 }
 
+// readGrants sums each merchant's active grants' remaining (ledger.RemainingSQL).
+func readGrants(ctx context.Context, tx *sql.Tx, merchants []string, views map[string]ledgerView) error {
+	in, args := ledger.InList(merchants)
+	return query(ctx, tx, "sum grants", func(rows *sql.Rows) error {
+		var m string
+		var left, n int64
+		err := rows.Scan(&m, &left, &n)
+		v := views[m]
+		v.GrantsLeft, v.Grants = left, n
+		views[m] = v
+		return err
+	}, `SELECT b.merchant_id, COALESCE(SUM(CASE WHEN g.state = 'active' THEN `+ledger.RemainingSQL+` END), 0), COUNT(g.grant_id)
+		FROM merchant_balance b JOIN quota_grants g ON g.merchant_id = b.merchant_id
+		WHERE b.merchant_id IN (`+in+`) GROUP BY b.merchant_id`, args...)
+}
+
 // readSums adds up each merchant's ledger rows after its checkpoint (unless
 // stale, as in baseOf) through the (merchant_id, id) index, split at the
 // settled bound. The index is forced: a range on the primary key would scan
@@ -115,9 +139,9 @@ func readSums(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, 
 	in, args := ledger.InList(merchants)
 	q := `SELECT b.merchant_id,
 		COALESCE(SUM(CASE WHEN l.kind = 'credit' AND l.id <= ? THEN l.amount END), 0),
-		COALESCE(SUM(CASE WHEN l.kind = 'debit' AND l.id <= ? THEN l.amount END), 0),
+		COALESCE(SUM(CASE WHEN l.kind IN ('debit', 'expire') AND l.id <= ? THEN l.amount END), 0),
 		COALESCE(SUM(CASE WHEN l.kind = 'credit' AND l.id > ? THEN l.amount END), 0),
-		COALESCE(SUM(CASE WHEN l.kind = 'debit' AND l.id > ? THEN l.amount END), 0),
+		COALESCE(SUM(CASE WHEN l.kind IN ('debit', 'expire') AND l.id > ? THEN l.amount END), 0),
 		COALESCE(MAX(CASE WHEN l.id <= ? THEN l.id END), 0)
 		FROM merchant_balance b
 		LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id AND c.last_ledger_id <= ?
@@ -155,6 +179,12 @@ func auditLedger(m string, v ledgerView) []Finding {
 			Delta: side.balance - side.rows, Action: ActionReported,
 			Detail: fmt.Sprintf("%s rows sum to %d but the balance row says %s=%d (checkpoint at id %d; rerun with --ledger-full to rule out a stale checkpoint)",
 				side.name, side.rows, side.name+"ed", side.balance, v.Base.LastID)})
+	}
+	// The grants stand for the balance: a debt (below 0) is paid back by the
+	// next grant before it counts (ledger.PayBack).
+	if want := max(0, b.Credited-b.Debited); v.Grants > 0 && v.GrantsLeft != want {
+		out = append(out, Finding{MerchantID: m, Kind: KindGrantsMismatch, Expected: want, Delta: v.GrantsLeft - want,
+			Action: ActionReported, Detail: fmt.Sprintf("active grants' remaining sums to %d, the available balance is %d", v.GrantsLeft, b.Credited-b.Debited)})
 	}
 	return out
 }

@@ -41,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Unix time the last run finished."}),
 	}
 	for _, k := range []Kind{KindRedisHigh, KindRedisLow, KindMissingKey, KindOrphanPending, KindStalePending,
-		KindNegativeBalance, KindLedgerMismatch, KindMalformed} {
+		KindNegativeBalance, KindLedgerMismatch, KindMalformed, KindGrantsMismatch} {
 		m.findings.WithLabelValues(string(k))
 	}
 	err := metrics.Register(reg, m.findings, m.repairs, m.runs, m.duration, m.ledgerSeconds, m.busy, m.lastDrift, m.lastRun)

@@ -1,0 +1,61 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/quotaflow/billing/internal/event"
+)
+
+// Issue records one grant command exactly once per GrantID (the worker's
+// deduct.GrantBatch): nil when applied or a duplicate.
+type Issue func(ctx context.Context, g event.GrantCommand) error
+
+// Scheduler issues the grants of plans whose period has started.
+type Scheduler struct {
+	store *Store
+	issue Issue
+}
+
+// NewScheduler is a Scheduler of store's plans through issue.
+func NewScheduler(store *Store, issue Issue) *Scheduler {
+	return &Scheduler{store: store, issue: issue}
+}
+
+// schedulerBatch bounds the plans one RunOnce reads.
+const schedulerBatch = 100
+
+// RunOnce issues the grant of the current period (by MySQL's clock) of every
+// plan due, then moves the plan to the next period; it returns how many it
+// issued. A grant issued late (the scheduler was down at the period start)
+// still starts and expires with its period; periods missed entirely are
+// skipped. Concurrent schedulers issue each grant once (its id).
+func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
+	plans, now, err := s.store.Due(ctx, schedulerBatch)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range plans {
+		start, end, ok := p.Period(now)
+		if !ok {
+			continue
+		}
+		if err := s.issue(ctx, Command(p, start, end)); err != nil {
+			return n, fmt.Errorf("plan: grant of %s for the period from %s: %w", p.MerchantID, start.Format(time.RFC3339), err)
+		}
+		if err := s.store.Advance(ctx, p.MerchantID, p.NextStart, end); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Command is the grant command of p's period [start, end).
+func Command(p Plan, start, end time.Time) event.GrantCommand {
+	prio := p.Priority
+	return event.GrantCommand{GrantID: GrantID(p.MerchantID, start), MerchantID: p.MerchantID, Amount: p.Amount, Source: "plan",
+		Priority: &prio, ExpiresAt: &end, RolloverMax: p.RolloverMax, StartsAt: &start}
+}

@@ -1,0 +1,70 @@
+package plan
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/testenv"
+)
+
+// A scheduler that was down at a period start issues that period's grant
+// late, with the period's own start and expiry; a period missed entirely is
+// skipped; running again (or two schedulers at once) issues nothing twice.
+func TestSchedulerMissedPeriodStart(t *testing.T) {
+	db := testenv.NewMySQL(t)
+	store := NewStore(db.SQL)
+	ctx := context.Background()
+	var mu sync.Mutex
+	issued := map[string]event.GrantCommand{}
+	calls := 0
+	issue := func(_ context.Context, g event.GrantCommand) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		issued[g.GrantID] = g
+		return nil
+	}
+	now := time.Now().UTC()
+	// Anchored 2.5 hours ago, hourly: periods 0 and 1 were missed; period 2 is current.
+	anchor := now.Add(-150 * time.Minute).Truncate(time.Second)
+	if err := store.Set(ctx, Plan{MerchantID: "m-1", Amount: 100, Every: Every{Duration: time.Hour}, RolloverMax: 10, Priority: 3, Anchor: anchor}); err != nil {
+		t.Fatal(err)
+	}
+	// A plan whose first period starts later is not due.
+	if err := store.Set(ctx, Plan{MerchantID: "m-2", Amount: 5, Every: Every{Months: 1}, Priority: 50, Anchor: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := NewScheduler(store, issue).RunOnce(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n, err := NewScheduler(store, issue).RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("a third run issued %d, %v", n, err)
+	}
+	start, end := anchor.Add(2*time.Hour), anchor.Add(3*time.Hour)
+	want := GrantID("m-1", start)
+	g, ok := issued[want]
+	if len(issued) != 1 || !ok {
+		t.Fatalf("issued %v, want only %s", issued, want)
+	}
+	if !g.StartsAt.Equal(start) || !g.ExpiresAt.Equal(end) || g.Amount != 100 || g.RolloverMax != 10 || g.PriorityOr() != 3 {
+		t.Errorf("grant = %+v", g)
+	}
+	if calls > 2 {
+		t.Errorf("%d issue calls for one period (at most one per scheduler)", calls)
+	}
+	p, ok, err := store.Get(ctx, "m-1")
+	if err != nil || !ok || !p.NextStart.Equal(end) {
+		t.Errorf("next period = %v, %v, %v; want %v", p.NextStart, ok, err, end)
+	}
+}

@@ -1,0 +1,91 @@
+package plan
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Store reads and writes merchant_plans.
+type Store struct{ db *sql.DB }
+
+// NewStore is a Store on db.
+func NewStore(db *sql.DB) *Store { return &Store{db: db} }
+
+const columns = "merchant_id, amount, every_months, every_secs, rollover_max, priority, anchor, next_start"
+
+// Set creates or replaces a merchant's plan; its first period to issue is
+// the one containing the anchor (so a plan anchored in the past starts with
+// the current period).
+func (s *Store) Set(ctx context.Context, p Plan) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	_, err := s.db.ExecContext(ctx, "INSERT INTO merchant_plans ("+columns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)"+
+		" ON DUPLICATE KEY UPDATE amount = VALUES(amount), every_months = VALUES(every_months), every_secs = VALUES(every_secs),"+
+		" rollover_max = VALUES(rollover_max), priority = VALUES(priority), anchor = VALUES(anchor), next_start = VALUES(next_start)",
+		p.MerchantID, p.Amount, p.Every.Months, int64(p.Every.Duration/time.Second), p.RolloverMax, p.Priority, p.Anchor.UTC(), p.Anchor.UTC())
+	if err != nil {
+		return fmt.Errorf("plan: set %s: %w", p.MerchantID, err)
+	}
+	return nil
+}
+
+// Get is a merchant's plan; ok false when it has none.
+func (s *Store) Get(ctx context.Context, merchantID string) (p Plan, ok bool, err error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT "+columns+" FROM merchant_plans WHERE merchant_id = ?", merchantID)
+	if err != nil {
+		return p, false, fmt.Errorf("plan: get %s: %w", merchantID, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return p, false, rows.Err()
+	}
+	p, err = scan(rows)
+	return p, err == nil, err
+}
+
+// Due lists up to limit plans whose next period has started by MySQL's
+// clock, and that clock's now.
+func (s *Store) Due(ctx context.Context, limit int) ([]Plan, time.Time, error) {
+	var now time.Time
+	if err := s.db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&now); err != nil {
+		return nil, now, fmt.Errorf("plan: now: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT "+columns+" FROM merchant_plans WHERE next_start <= ? ORDER BY next_start LIMIT ?", now, limit)
+	if err != nil {
+		return nil, now, fmt.Errorf("plan: due: %w", err)
+	}
+	defer rows.Close()
+	var out []Plan
+	for rows.Next() {
+		p, err := scan(rows)
+		if err != nil {
+			return nil, now, err
+		}
+		out = append(out, p)
+	}
+	return out, now.UTC(), rows.Err()
+}
+
+// Advance moves a plan's next period from from to to, unless another
+// scheduler (or a Set) moved it first.
+func (s *Store) Advance(ctx context.Context, merchantID string, from, to time.Time) error {
+	if _, err := s.db.ExecContext(ctx, "UPDATE merchant_plans SET next_start = ? WHERE merchant_id = ? AND next_start = ?",
+		to.UTC(), merchantID, from.UTC()); err != nil {
+		return fmt.Errorf("plan: advance %s: %w", merchantID, err)
+	}
+	return nil
+}
+
+func scan(rows *sql.Rows) (Plan, error) {
+	var p Plan
+	var secs int64
+	if err := rows.Scan(&p.MerchantID, &p.Amount, &p.Every.Months, &secs, &p.RolloverMax, &p.Priority, &p.Anchor, &p.NextStart); err != nil {
+		return p, fmt.Errorf("plan: read: %w", err)
+	}
+	p.Every.Duration = time.Duration(secs) * time.Second
+	p.Anchor, p.NextStart = p.Anchor.UTC(), p.NextStart.UTC()
+	return p, nil
+}
