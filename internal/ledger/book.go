@@ -80,10 +80,13 @@ func (s *Store) loadBooks(ctx context.Context, tx *sql.Tx, bals []Balance, befor
 				return err
 			}
 			bk := books[g.MerchantID]
+			// stored is the row as read: the head's column is stale (its
+			// remaining lives in head_end), so the true value differs from it
+			// and is written back when the head moves on.
+			bk.stored[g.ID] = g
 			if b := bk.bal; b.HeadGrant != nil && *b.HeadGrant == g.ID && b.HeadEnd != nil {
 				g.Remaining = max(0, *b.HeadEnd-before[g.MerchantID])
 			}
-			bk.stored[g.ID] = g
 			bk.grants = append(bk.grants, g)
 			return nil
 		})
