@@ -125,7 +125,7 @@ var errGuardShort = errors.New("ledger: a balance guard refused its debit")
 //	WHERE merchant_id IN (?, ...)
 //	  AND (overdraft_policy = 'overage'
 //	       OR credited - debited + overdraft_floor >= CASE merchant_id WHEN ? THEN ? ... END)
-//	  AND (next_expiry IS NULL OR next_expiry > NOW(6))
+//	  AND (next_expiry IS NULL OR next_expiry > UTC_TIMESTAMP(6))
 //
 // A merchant whose guard fails (or who has no row) is not matched: fewer rows
 // than guarded. The expiry clause makes MySQL's clock the boundary of a
@@ -146,7 +146,7 @@ func guardedDebit(merchants []string, debits map[string]int64) (sql string, args
 	amount := "CASE merchant_id" + strings.Repeat(" WHEN ? THEN ?", len(debited)) + " END"
 	sql = "UPDATE merchant_balance FORCE INDEX (PRIMARY) SET debited = debited + " + amount +
 		" WHERE merchant_id IN (" + in + ") AND (overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= " + amount + ")" +
-		" AND (next_expiry IS NULL OR next_expiry > NOW(6))"
+		" AND (next_expiry IS NULL OR next_expiry > UTC_TIMESTAMP(6))"
 	args = make([]any, 0, 2*len(pairs)+len(ids))
 	args = append(append(append(args, pairs...), ids...), pairs...)
 	return sql, args, len(debited)

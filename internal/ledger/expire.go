@@ -13,7 +13,7 @@ import (
 // clock, the earliest first.
 func (s *Store) DueExpiries(ctx context.Context, limit int) ([]string, error) {
 	var out []string
-	err := s.query(ctx, s.sql, "SELECT merchant_id FROM merchant_balance WHERE next_expiry <= NOW(6) ORDER BY next_expiry LIMIT ?",
+	err := s.query(ctx, s.sql, "SELECT merchant_id FROM merchant_balance WHERE next_expiry <= UTC_TIMESTAMP(6) ORDER BY next_expiry LIMIT ?",
 		[]any{limit}, func(rows *sql.Rows) error {
 			var m string
 			if err := rows.Scan(&m); err != nil {
@@ -35,7 +35,7 @@ func (s *Store) dueAmong(ctx context.Context, merchants []string) ([]string, err
 		return nil, nil
 	}
 	in, args := InList(merchants)
-	err := s.query(ctx, s.sql, "SELECT merchant_id FROM merchant_balance WHERE merchant_id IN ("+in+") AND next_expiry <= NOW(6) ORDER BY merchant_id",
+	err := s.query(ctx, s.sql, "SELECT merchant_id FROM merchant_balance WHERE merchant_id IN ("+in+") AND next_expiry <= UTC_TIMESTAMP(6) ORDER BY merchant_id",
 		args, func(rows *sql.Rows) error {
 			var m string
 			if err := rows.Scan(&m); err != nil {
@@ -69,7 +69,7 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 		in, args := InList(merchants)
 		var bals []Balance
 		var now time.Time
-		err := s.query(ctx, tx, "SELECT "+balanceColumns+", NOW(6) FROM merchant_balance WHERE merchant_id IN ("+in+") ORDER BY merchant_id FOR UPDATE",
+		err := s.query(ctx, tx, "SELECT "+balanceColumns+", UTC_TIMESTAMP(6) FROM merchant_balance WHERE merchant_id IN ("+in+") ORDER BY merchant_id FOR UPDATE",
 			args, func(rows *sql.Rows) error {
 				b, err := scanBalanceAt(rows, &now)
 				if err != nil {

@@ -4,6 +4,12 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/quotaflow/billing/internal/testenv"
 )
 
 // activeGrants sums a merchant's active grants' remaining, and lists them.
@@ -73,5 +79,38 @@ func TestOvertakenHeadKeepsWhatItPaid(t *testing.T) {
 	}
 	if b := balanceOf(t, s, "m"); expired != 60 || b.Available() != 0 {
 		t.Fatalf("h expired %d (want 60), available %d (want 0)", expired, b.Available())
+	}
+}
+
+// Expiry compares with MySQL's clock in UTC, as the times it stores are
+// written: a session in another time zone neither expires a grant early nor late.
+func TestExpiryIgnoresTheSessionTimeZone(t *testing.T) {
+	db := testenv.NewMySQL(t)
+	east, err := gorm.Open(gormmysql.Open(db.DSN+"&time_zone=%27%2B02%3A00%27"), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(east, &counterIDs{}, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hour := time.Now().UTC().Add(time.Hour)
+	if _, err := s.Grant(ctx, []Credit{{ID: "g-hour", MerchantID: "m", Amount: 100, ExpiresAt: &hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, []Row{debit("e-1", "m", 10)}); err != nil {
+		t.Fatalf("a grant an hour from its expiry refused a debit: %v", err)
+	}
+	if due, err := s.DueExpiries(ctx, 10); err != nil || len(due) != 0 {
+		t.Fatalf("due %v (%v), want none", due, err)
+	}
+	soon := time.Now().UTC().Add(300 * time.Millisecond)
+	if _, err := s.Grant(ctx, []Credit{{ID: "g-soon", MerchantID: "n", Amount: 100, ExpiresAt: &soon}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if due, err := s.DueExpiries(ctx, 10); err != nil || len(due) != 1 || due[0] != "n" {
+		t.Fatalf("due %v (%v), want [n]", due, err)
 	}
 }

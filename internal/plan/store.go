@@ -50,7 +50,7 @@ func (s *Store) Get(ctx context.Context, merchantID string) (p Plan, ok bool, er
 // clock, and that clock's now.
 func (s *Store) Due(ctx context.Context, limit int) ([]Plan, time.Time, error) {
 	var now time.Time
-	if err := s.db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&now); err != nil {
+	if err := s.db.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
 		return nil, now, fmt.Errorf("plan: now: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx, "SELECT "+columns+" FROM merchant_plans WHERE next_start <= ? ORDER BY next_start LIMIT ?", now, limit)
