@@ -109,6 +109,8 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 		return fs.Fail("--amount %d is outside 1..10^12", *amount)
 	case !event.ValidID(*id):
 		return fs.Fail("--id %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id)
+	case reserved(*id):
+		return fs.Fail("--id %q starts with a prefix reserved for the ids billing derives (expire:, rollover:, opening:, plan:)", *id)
 	case *prio < event.MinGrantPriority || *prio > event.MaxGrantPriority:
 		return fs.Fail("--priority %d is outside 0..100", *prio)
 	case *rollover < 0 || *rollover > event.MaxAmount:
@@ -347,4 +349,9 @@ func writeView(w io.Writer, v deduct.View, def quotaevent.Alerts) error {
 		fmt.Fprintf(tw, "  %s\t%d\t%s old, %s\n", p.EventID, p.Amount, p.Age.Round(time.Millisecond), state)
 	}
 	return tw.Flush()
+}
+
+func reserved(id string) bool {
+	_, ok := event.Reserved(id)
+	return ok
 }

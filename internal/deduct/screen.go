@@ -107,7 +107,7 @@ func validate(ev event.PaymentSucceeded) error {
 // judge is the result of an event the ledger has a row for: a duplicate when
 // the row matches it, else a conflict.
 func judge(ev event.PaymentSucceeded, row ledger.Row) Result {
-	if row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && row.Kind != ledger.KindCredit {
+	if row.MerchantID == ev.MerchantID && row.Amount == ev.Amount && (row.Kind == ledger.KindDebit || row.Kind == ledger.KindRejected) {
 		return Result{Outcome: Duplicate, BalanceAfter: value(row.BalanceAfter)}
 	}
 	return conflict(fmt.Errorf("deduct: event %s (merchant %s, amount %d) is already recorded as %s of %d for merchant %s",

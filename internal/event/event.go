@@ -78,7 +78,7 @@ func Decode(key, value []byte) (PaymentSucceeded, error) {
 	}
 	var e PaymentSucceeded
 	var errs []error
-	e.EventID, errs = requireID(errs, "event_id", w.EventID)
+	e.EventID, errs = requireOwnID(errs, "event_id", w.EventID)
 	e.MerchantID, errs = requireID(errs, "merchant_id", w.MerchantID)
 	e.PaymentID, errs = requirePaymentID(errs, w.PaymentID)
 	e.Amount, errs = requireAmount(errs, w.Amount)
@@ -113,6 +113,32 @@ func ValidID(s string) bool {
 	return len(s) > 0 && len(s) <= MaxIDLen && !strings.ContainsFunc(s, func(c rune) bool {
 		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_.:-", c))
 	})
+}
+
+// reservedPrefixes start the ids billing derives itself (ledger.DerivedID:
+// an expiry, a rollover, an opening grant, a plan period's grant). A payment
+// or grant from outside may not use them: it would take the place of the
+// derived row (its unique event_id) and stop that expiry or grant for good.
+var reservedPrefixes = []string{"expire:", "rollover:", "opening:", "plan:"}
+
+// Reserved returns the reserved prefix that id starts with, if any.
+func Reserved(id string) (prefix string, ok bool) {
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(id, p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// requireOwnID is requireID for the id of a payment or a grant from outside:
+// it may not start with a reserved prefix either.
+func requireOwnID(errs []error, field string, v string) (string, []error) {
+	v, errs = requireID(errs, field, v)
+	if p, ok := Reserved(v); ok {
+		return "", append(errs, &InvalidError{Field: field, Reason: fmt.Sprintf("%q starts with %q, reserved for the ids billing derives", truncate(v), p)})
+	}
+	return v, errs
 }
 
 func requireID(errs []error, field string, v string) (string, []error) {

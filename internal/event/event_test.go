@@ -36,6 +36,8 @@ func TestDecodeInvalid(t *testing.T) {
 		{"missing event_id", "", replace(`"event_id":"evt-1",`, ``), "event_id"},
 		{"empty event_id", "", replace(`"evt-1"`, `""`), "event_id"},
 		{"brace in event_id", "", replace(`"evt-1"`, `"evt-{1}"`), "event_id"},
+		{"event_id of an expiry", "", replace(`"evt-1"`, `"expire:g-1"`), "event_id"},
+		{"event_id of a plan period", "", replace(`"evt-1"`, `"plan:m-42:1764547200"`), "event_id"},
 		{"space in merchant", "", replace(`"m-42"`, `"m 42"`), "merchant_id"},
 		{"long merchant", "", replace(`"m-42"`, `"`+strings.Repeat("m", 65)+`"`), "merchant_id"},
 		{"amount zero", "", replace(`"amount":3`, `"amount":0`), "amount"},

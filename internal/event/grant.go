@@ -64,7 +64,7 @@ func DecodeGrant(key, value []byte) (GrantCommand, error) {
 	}
 	var g GrantCommand
 	var errs []error
-	g.GrantID, errs = requireID(errs, "grant_id", w.GrantID)
+	g.GrantID, errs = requireOwnID(errs, "grant_id", w.GrantID)
 	g.MerchantID, errs = requireID(errs, "merchant_id", w.MerchantID)
 	g.Amount, errs = requireAmount(errs, w.Amount)
 	g.Source, errs = requireGrantSource(errs, w.Source)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotaflow/billing/internal/event"
 )
 
 func TestAttribute(t *testing.T) {
@@ -119,5 +121,16 @@ func TestDerivedID(t *testing.T) {
 	}
 	if got := ExpireID("g-1"); got != "expire:g-1" {
 		t.Errorf("ExpireID = %q", got)
+	}
+}
+
+// Every id billing derives starts with a prefix that payments and grants
+// from outside may not use (event.Reserved), so none can take its place.
+func TestDerivedIDsAreReserved(t *testing.T) {
+	for _, id := range []string{ExpireID("g-1"), DerivedID("rollover:", "g-1"), DerivedID("opening:", "m@0"), DerivedID("plan:", "m:0"),
+		ExpireID(strings.Repeat("g", 64))} {
+		if _, ok := event.Reserved(id); !ok {
+			t.Errorf("derived id %q is not reserved", id)
+		}
 	}
 }
