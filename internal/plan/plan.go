@@ -84,10 +84,16 @@ func (p Plan) Check() error {
 	return nil
 }
 
-// start is the start of period k.
+// start is the start of period k. A period of months starts on the anchor's
+// day of the month, or on the month's last day when it has fewer days (an
+// anchor on the 31st: Feb 28, Mar 31), as billing calendars do; AddDate would
+// carry Feb 31 into March and skip a period.
 func (p Plan) start(k int) time.Time {
 	if p.Every.Months > 0 {
-		return p.Anchor.AddDate(0, k*p.Every.Months, 0)
+		a := p.Anchor
+		first := time.Date(a.Year(), a.Month()+time.Month(k*p.Every.Months), 1, a.Hour(), a.Minute(), a.Second(), a.Nanosecond(), a.Location())
+		last := first.AddDate(0, 1, -1).Day()
+		return first.AddDate(0, 0, min(a.Day(), last)-1)
 	}
 	return p.Anchor.Add(time.Duration(k) * p.Every.Duration)
 }
@@ -106,6 +112,9 @@ func (p Plan) Period(now time.Time) (start, end time.Time, ok bool) {
 		k = max(0, k/p.Every.Months-1)
 	} else {
 		k = int(now.Sub(p.Anchor) / p.Every.Duration)
+	}
+	for k > 0 && p.start(k).After(now) {
+		k--
 	}
 	for !p.start(k + 1).After(now) {
 		k++

@@ -27,6 +27,7 @@ func TestPeriod(t *testing.T) {
 	anchor := time.Date(2026, 1, 15, 0, 0, 0, 0, time.UTC)
 	monthly := Plan{Every: Every{Months: 1}, Anchor: anchor}
 	hourly := Plan{Every: Every{Duration: time.Hour}, Anchor: anchor}
+	monthEnd := Plan{Every: Every{Months: 1}, Anchor: time.Date(2026, 1, 31, 0, 0, 0, 0, time.UTC)}
 	d := func(m time.Month, day, h int) time.Time { return time.Date(2026, m, day, h, 0, 0, 0, time.UTC) }
 	tests := []struct {
 		name       string
@@ -42,6 +43,11 @@ func TestPeriod(t *testing.T) {
 		{"months later (missed periods are skipped)", monthly, d(7, 20, 0), d(7, 15, 0), d(8, 15, 0), true},
 		{"hours later", hourly, d(1, 15, 5).Add(30 * time.Minute), d(1, 15, 5), d(1, 15, 6), true},
 		{"quarterly", Plan{Every: Every{Months: 3}, Anchor: anchor}, d(5, 1, 0), d(4, 15, 0), d(7, 15, 0), true},
+		{"anchor on the 31st, early March", monthEnd, d(3, 2, 0), d(2, 28, 0), d(3, 31, 0), true},
+		{"anchor on the 31st, end of March", monthEnd, d(3, 31, 0), d(3, 31, 0), d(4, 30, 0), true},
+		{"anchor on the 31st, in May", monthEnd, d(5, 30, 0), d(4, 30, 0), d(5, 31, 0), true},
+		{"anchor on the 31st, at its second year", monthEnd, time.Date(2027, 2, 28, 0, 0, 0, 0, time.UTC),
+			time.Date(2027, 2, 28, 0, 0, 0, 0, time.UTC), time.Date(2027, 3, 31, 0, 0, 0, 0, time.UTC), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,10 +2,12 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/failure"
 )
 
 // Issue records one grant command exactly once per GrantID (the worker's
@@ -31,26 +33,44 @@ const schedulerBatch = 100
 // issued. A grant issued late (the scheduler was down at the period start)
 // still starts and expires with its period; periods missed entirely are
 // skipped. Concurrent schedulers issue each grant once (its id).
+//
+// One plan's failure does not hold up the others: a transient one ends the
+// pass (the next pass tries again), a permanent one is reported with the
+// rest and the plan is tried again next pass, except a conflict: the period
+// already has its grant on other terms (the plan changed mid-period), which
+// it keeps, and the plan moves on.
 func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	plans, now, err := s.store.Due(ctx, schedulerBatch)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
+	var failed []error
 	for _, p := range plans {
 		start, end, ok := p.Period(now)
 		if !ok {
 			continue
 		}
-		if err := s.issue(ctx, Command(p, start, end)); err != nil {
-			return n, fmt.Errorf("plan: grant of %s for the period from %s: %w", p.MerchantID, start.Format(time.RFC3339), err)
+		switch err := s.issue(ctx, Command(p, start, end)); {
+		case err == nil:
+			n++
+		case !failure.IsPermanent(err):
+			return n, errors.Join(append(failed, describe(p, start, err))...)
+		case failure.ClassOf(err) == failure.ClassConflict:
+			failed = append(failed, describe(p, start, err)) // kept; the plan moves on
+		default:
+			failed = append(failed, describe(p, start, err))
+			continue
 		}
 		if err := s.store.Advance(ctx, p.MerchantID, p.NextStart, end); err != nil {
-			return n, err
+			return n, errors.Join(append(failed, err)...)
 		}
-		n++
 	}
-	return n, nil
+	return n, errors.Join(failed...)
+}
+
+func describe(p Plan, start time.Time, err error) error {
+	return fmt.Errorf("plan: grant of %s for the period from %s: %w", p.MerchantID, start.Format(time.RFC3339), err)
 }
 
 // Command is the grant command of p's period [start, end).

@@ -2,11 +2,14 @@ package plan
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/failure"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -66,5 +69,53 @@ func TestSchedulerMissedPeriodStart(t *testing.T) {
 	p, ok, err := store.Get(ctx, "m-1")
 	if err != nil || !ok || !p.NextStart.Equal(end) {
 		t.Errorf("next period = %v, %v, %v; want %v", p.NextStart, ok, err, end)
+	}
+}
+
+// One plan's failure does not hold up the others. A period whose grant
+// conflicts (the plan changed after it was issued) keeps it and the plan moves
+// on; another permanent failure leaves the plan due; a plan set again
+// mid-period does not issue its current period a second time.
+func TestSchedulerGoesOnPastAFailingPlan(t *testing.T) {
+	db := testenv.NewMySQL(t)
+	store := NewStore(db.SQL)
+	ctx := context.Background()
+	anchor := time.Now().UTC().Add(-30 * time.Minute).Truncate(time.Second)
+	hourly := func(m string, amount int64) Plan {
+		return Plan{MerchantID: m, Amount: amount, Every: Every{Duration: time.Hour}, Priority: 50, Anchor: anchor}
+	}
+	for _, p := range []Plan{hourly("m-conflict", 10), hourly("m-invalid", 20), hourly("m-good", 30)} {
+		if err := store.Set(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issued := map[string]int64{}
+	issue := func(_ context.Context, g event.GrantCommand) error {
+		switch g.MerchantID {
+		case "m-conflict":
+			return failure.Permanent(failure.ClassConflict, errors.New("issued before with another amount"))
+		case "m-invalid":
+			return failure.Permanent(failure.ClassInvalid, errors.New("refused"))
+		}
+		issued[g.GrantID] += g.Amount
+		return nil
+	}
+	s := NewScheduler(store, issue)
+	n, err := s.RunOnce(ctx)
+	if n != 1 || err == nil || !strings.Contains(err.Error(), "m-conflict") || !strings.Contains(err.Error(), "m-invalid") {
+		t.Fatalf("RunOnce = %d, %v; want 1 issued and both failures reported", n, err)
+	}
+	end := anchor.Add(time.Hour)
+	for m, want := range map[string]time.Time{"m-conflict": end, "m-invalid": anchor, "m-good": end} {
+		if p, _, err := store.Get(ctx, m); err != nil || !p.NextStart.Equal(want) {
+			t.Errorf("%s next period %v (%v), want %v", m, p.NextStart, err, want)
+		}
+	}
+	// The good plan changes mid-period: its current period keeps its grant.
+	if err := store.Set(ctx, hourly("m-good", 99)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.RunOnce(ctx); n != 0 || len(issued) != 1 || issued[GrantID("m-good", anchor)] != 30 {
+		t.Fatalf("after the change: %d issued, grants %v", n, issued)
 	}
 }

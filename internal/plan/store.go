@@ -17,14 +17,15 @@ const columns = "merchant_id, amount, every_months, every_secs, rollover_max, pr
 
 // Set creates or replaces a merchant's plan; its first period to issue is
 // the one containing the anchor (so a plan anchored in the past starts with
-// the current period).
+// the current period). A plan replaced after its current period was issued
+// takes effect from its next period: that period keeps its grant.
 func (s *Store) Set(ctx context.Context, p Plan) error {
 	if err := p.Check(); err != nil {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, "INSERT INTO merchant_plans ("+columns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)"+
 		" ON DUPLICATE KEY UPDATE amount = VALUES(amount), every_months = VALUES(every_months), every_secs = VALUES(every_secs),"+
-		" rollover_max = VALUES(rollover_max), priority = VALUES(priority), anchor = VALUES(anchor), next_start = VALUES(next_start)",
+		" rollover_max = VALUES(rollover_max), priority = VALUES(priority), anchor = VALUES(anchor), next_start = GREATEST(next_start, VALUES(next_start))",
 		p.MerchantID, p.Amount, p.Every.Months, int64(p.Every.Duration/time.Second), p.RolloverMax, p.Priority, p.Anchor.UTC(), p.Anchor.UTC())
 	if err != nil {
 		return fmt.Errorf("plan: set %s: %w", p.MerchantID, err)
