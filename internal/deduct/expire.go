@@ -2,29 +2,40 @@ package deduct
 
 import (
 	"context"
+	"errors"
+	"fmt"
 )
 
 // ExpireDue records the expiries due by MySQL's clock of up to limit
 // merchants, under all their shard locks (see expire). It returns how many
-// merchants it found due.
+// merchants it found due. When the batch fails, each merchant is tried on its
+// own, so that one whose expiry cannot be recorded holds up no other.
 func (d *Deductor) ExpireDue(ctx context.Context, limit int) (int, error) {
 	due, err := d.ledger.DueExpiries(ctx, limit)
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
-	tags, err := d.tagsOf(ctx, due)
-	if err != nil {
-		return 0, err
+	if err := d.expireLocked(ctx, due); err == nil || ctx.Err() != nil || len(due) == 1 {
+		return len(due), err
 	}
-	var n int
-	err = d.locked(ctx, tags, func(ctx context.Context, held map[string]heldLock) error {
-		n, err = 0, d.expire(ctx, held, due)
-		if err == nil {
-			n = len(due)
+	var errs []error
+	for _, m := range due {
+		if err := d.expireLocked(ctx, []string{m}); err != nil {
+			errs = append(errs, fmt.Errorf("deduct: expiry of %s: %w", m, err))
 		}
+	}
+	return len(due), errors.Join(errs...)
+}
+
+// expireLocked takes every shard lock of merchants and records their expiries.
+func (d *Deductor) expireLocked(ctx context.Context, merchants []string) error {
+	tags, err := d.tagsOf(ctx, merchants)
+	if err != nil {
 		return err
+	}
+	return d.locked(ctx, tags, func(ctx context.Context, held map[string]heldLock) error {
+		return d.expire(ctx, held, merchants)
 	})
-	return n, err
 }
 
 // expire drops the merchants' quota hashes (fenced), then records their due

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -448,4 +449,26 @@ func TestExpiryOfShardedMerchant(t *testing.T) {
 		t.Errorf("%d shards hold %d (+%d in flight), MySQL %d", present, remain, inFlight, a)
 	}
 	e.checkGrantsBackBalance("m")
+}
+
+// A merchant whose expiry cannot be recorded (here: its expire row's id is
+// taken, as hand-made data could do) holds up no other merchant's.
+func TestExpiryOfOneMerchantDoesNotHoldUpOthers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	exp := time.Now().Add(500 * time.Millisecond)
+	e.grantTerms("g-stuck", "m-stuck", 100, 1, &exp, 0)
+	e.grantTerms("g-fine", "m-fine", 100, 1, &exp, 0)
+	if err := e.mysql.DB.Exec(`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, occurred_at)
+		VALUES (999999, ?, 'm-other', 'rejected', 1, NOW())`, ledger.ExpireID("g-stuck")).Error; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(exp) + 100*time.Millisecond)
+	n, err := e.d.ExpireDue(ctx, 10)
+	if n != 2 || err == nil || !strings.Contains(err.Error(), "m-stuck") || strings.Contains(err.Error(), "m-fine") {
+		t.Fatalf("ExpireDue = %d, %v; want 2 due and only m-stuck failing", n, err)
+	}
+	if b := e.balance("m-fine"); b.Available() != 0 {
+		t.Errorf("m-fine still has %d after its grant expired", b.Available())
+	}
 }
