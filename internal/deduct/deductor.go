@@ -46,6 +46,7 @@ type Ledger interface {
 	Grant(ctx context.Context, credits []ledger.Credit) ([]ledger.Credited, error)
 	SetPolicy(ctx context.Context, merchantID string, p ledger.Policy) error
 	DueExpiries(ctx context.Context, limit int) ([]string, error)
+	DueAmong(ctx context.Context, merchants []string) ([]string, error)
 	Expire(ctx context.Context, merchants []string) ([]string, error)
 	Grants(ctx context.Context, merchants []string, ended int) (map[string][]ledger.Grant, error)
 }

@@ -38,15 +38,20 @@ func (d *Deductor) expireLocked(ctx context.Context, merchants []string) error {
 	})
 }
 
-// expire drops the merchants' quota hashes (fenced), then records their due
-// expiries (the ledger's Expire: exactly once per grant, whoever else runs
-// it). In that order a crash leaves no hash holding what expired: the next
-// deduction hydrates from MySQL, whose guard refuses debits while an expiry
-// is due.
+// expire drops the quota hashes of those merchants whose expiry is still
+// due (another expirer may have recorded it while this one waited for the
+// locks: its merchants keep their caches), then records their expiries (the
+// ledger's Expire: exactly once per grant, whoever else runs it). In that
+// order a crash leaves no hash holding what expired: the next deduction
+// hydrates from MySQL, whose guard refuses debits while an expiry is due.
 func (d *Deductor) expire(ctx context.Context, held map[string]heldLock, merchants []string) error {
-	if err := d.drop(ctx, held, merchants...); err != nil {
+	due, err := d.ledger.DueAmong(ctx, merchants)
+	if err != nil || len(due) == 0 {
 		return err
 	}
-	_, err := d.ledger.Expire(ctx, merchants)
+	if err := d.drop(ctx, held, due...); err != nil {
+		return err
+	}
+	_, err = d.ledger.Expire(ctx, due)
 	return err
 }

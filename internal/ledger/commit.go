@@ -91,7 +91,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 		}
 		// Rolled back. An expiry that was due refused it: the caller drops
 		// the caches, records the expiries (Expire) and redoes the batch.
-		due, err := s.dueAmong(ctx, withDebits(merchants, debits))
+		due, err := s.DueAmong(ctx, withDebits(merchants, debits))
 		if err != nil {
 			return err
 		}

@@ -28,8 +28,8 @@ func (s *Store) DueExpiries(ctx context.Context, limit int) ([]string, error) {
 	return out, nil
 }
 
-// dueAmong lists those merchants with an expiry due by MySQL's clock.
-func (s *Store) dueAmong(ctx context.Context, merchants []string) ([]string, error) {
+// DueAmong lists those of merchants with an expiry due by MySQL's clock.
+func (s *Store) DueAmong(ctx context.Context, merchants []string) ([]string, error) {
 	var out []string
 	if len(merchants) == 0 {
 		return nil, nil
