@@ -14,12 +14,14 @@ import (
 // balanceColumns are the merchant_balance columns scanBalance reads.
 const balanceColumns = "merchant_id, credited, debited, low_units, low_percent, overdraft_policy, overdraft_floor, head_grant, head_end, next_expiry"
 
-func scanBalance(rows *sql.Rows) (Balance, error) {
+// scanBalance reads the balanceColumns of a row, then any more columns into more.
+func scanBalance(rows *sql.Rows, more ...any) (Balance, error) {
 	var b Balance
 	var head sql.NullString
 	var end sql.NullInt64
 	var next sql.NullTime
-	if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent, &b.PolicyKind, &b.OverdraftFloor, &head, &end, &next); err != nil {
+	dest := append([]any{&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent, &b.PolicyKind, &b.OverdraftFloor, &head, &end, &next}, more...)
+	if err := rows.Scan(dest...); err != nil {
 		return b, err
 	}
 	if head.Valid {
@@ -97,6 +99,15 @@ func (s *Store) loadBooks(ctx context.Context, tx *sql.Tx, bals []Balance, befor
 		slices.SortFunc(bk.grants, BurnOrder)
 	}
 	return books, nil
+}
+
+// debitedOf maps each balance's merchant to its debited.
+func debitedOf(bals []Balance) map[string]int64 {
+	out := make(map[string]int64, len(bals))
+	for _, b := range bals {
+		out[b.MerchantID] = b.Debited
+	}
+	return out
 }
 
 const grantColumns = "grant_id, merchant_id, amount, remaining, priority, starts_at, expires_at, rollover_max, state, created_at, ended_at"

@@ -12,38 +12,28 @@ import (
 // DueExpiries lists up to limit merchants with an expiry due by MySQL's
 // clock, the earliest first.
 func (s *Store) DueExpiries(ctx context.Context, limit int) ([]string, error) {
-	var out []string
-	err := s.query(ctx, s.sql, "SELECT merchant_id FROM merchant_balance WHERE next_expiry <= UTC_TIMESTAMP(6) ORDER BY next_expiry LIMIT ?",
-		[]any{limit}, func(rows *sql.Rows) error {
-			var m string
-			if err := rows.Scan(&m); err != nil {
-				return err
-			}
-			out = append(out, m)
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("ledger: due expiries: %w", err)
-	}
-	return out, nil
+	return s.merchantIDs(ctx, "SELECT merchant_id FROM merchant_balance WHERE next_expiry <= UTC_TIMESTAMP(6) ORDER BY next_expiry LIMIT ?", []any{limit})
 }
 
 // DueAmong lists those of merchants with an expiry due by MySQL's clock.
 func (s *Store) DueAmong(ctx context.Context, merchants []string) ([]string, error) {
-	var out []string
 	if len(merchants) == 0 {
 		return nil, nil
 	}
 	in, args := InList(merchants)
-	err := s.query(ctx, s.sql, "SELECT merchant_id FROM merchant_balance WHERE merchant_id IN ("+in+") AND next_expiry <= UTC_TIMESTAMP(6) ORDER BY merchant_id",
-		args, func(rows *sql.Rows) error {
-			var m string
-			if err := rows.Scan(&m); err != nil {
-				return err
-			}
-			out = append(out, m)
-			return nil
-		})
+	return s.merchantIDs(ctx, "SELECT merchant_id FROM merchant_balance WHERE merchant_id IN ("+in+") AND next_expiry <= UTC_TIMESTAMP(6) ORDER BY merchant_id", args)
+}
+
+func (s *Store) merchantIDs(ctx context.Context, query string, args []any) ([]string, error) {
+	var out []string
+	err := s.query(ctx, s.sql, query, args, func(rows *sql.Rows) error {
+		var m string
+		if err := rows.Scan(&m); err != nil {
+			return err
+		}
+		out = append(out, m)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: due expiries: %w", err)
 	}
@@ -71,7 +61,7 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 		var now time.Time
 		err := s.query(ctx, tx, "SELECT "+balanceColumns+", UTC_TIMESTAMP(6) FROM merchant_balance WHERE merchant_id IN ("+in+") ORDER BY merchant_id FOR UPDATE",
 			args, func(rows *sql.Rows) error {
-				b, err := scanBalanceAt(rows, &now)
+				b, err := scanBalance(rows, &now)
 				if err != nil {
 					return err
 				}
@@ -83,13 +73,11 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 		if err != nil {
 			return fmt.Errorf("ledger: read balances to expire: %w", err)
 		}
+		now = now.UTC()
 		if len(bals) == 0 {
 			return nil
 		}
-		debited := make(map[string]int64, len(bals))
-		for _, b := range bals {
-			debited[b.MerchantID] = b.Debited
-		}
+		debited := debitedOf(bals)
 		books, err := s.loadBooks(ctx, tx, bals, debited)
 		if err != nil {
 			return err
@@ -174,28 +162,6 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 		s.eventsWritten()
 	}
 	return moved, nil
-}
-
-func scanBalanceAt(rows *sql.Rows, now *time.Time) (Balance, error) {
-	var b Balance
-	var head sql.NullString
-	var end sql.NullInt64
-	var next sql.NullTime
-	if err := rows.Scan(&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent, &b.PolicyKind, &b.OverdraftFloor, &head, &end, &next, now); err != nil {
-		return b, err
-	}
-	*now = now.UTC()
-	if head.Valid {
-		b.HeadGrant = &head.String
-	}
-	if end.Valid {
-		b.HeadEnd = &end.Int64
-	}
-	if next.Valid {
-		t := next.Time.UTC()
-		b.NextExpiry = &t
-	}
-	return b, nil
 }
 
 // expireDue splits active grants at now: those still active, those that

@@ -194,10 +194,7 @@ func (s *Store) creditEvents(rows []Row, bals []Balance, moved map[string]int64)
 // owes first (PayBack), then the merchants' heads move. bals are after the
 // credits; moved is minus what they credited per merchant.
 func (s *Store) bookCredits(ctx context.Context, tx *sql.Tx, rows []Row, bals []Balance, moved map[string]int64, terms map[string]Credit) error {
-	debited := make(map[string]int64, len(bals))
-	for _, b := range bals {
-		debited[b.MerchantID] = b.Debited
-	}
+	debited := debitedOf(bals)
 	books, err := s.loadBooks(ctx, tx, bals, debited)
 	if err != nil {
 		return err
