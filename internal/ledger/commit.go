@@ -130,9 +130,10 @@ var errGuardShort = errors.New("ledger: a balance guard refused its debit")
 // A merchant whose guard fails (or who has no row) is not matched: fewer rows
 // than guarded. The expiry clause makes MySQL's clock the boundary of a
 // grant's life: no debit commits once an expiry is due and unrecorded, so a
-// debit before it is paid by the expiring grant and one after it by the next. The hint keeps it locking through the primary key, in key
-// order (no deadlock between batches): a full index scan would lock every row
-// it reads and serialize all batches.
+// debit before it is paid by the expiring grant and one after it by the
+// next. The hint keeps it locking through the primary key, in key order (no
+// deadlock between batches): a full index scan would lock every row it reads
+// and serialize all batches.
 func guardedDebit(merchants []string, debits map[string]int64) (sql string, args []any, guarded int) {
 	debited := withDebits(merchants, debits)
 	if len(debited) == 0 {
