@@ -54,7 +54,7 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 	}
 	var moved []string
 	wrote := false
-	err := s.inSQLTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.inSQLTxOpts(ctx, readCommitted, func(ctx context.Context, tx *sql.Tx) error {
 		moved, wrote = nil, false
 		in, args := InList(merchants)
 		var bals []Balance

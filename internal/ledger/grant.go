@@ -55,7 +55,7 @@ func (s *Store) Grant(ctx context.Context, credits []Credit) ([]Credited, error)
 	for attempt := 0; ; attempt++ {
 		var out []Credited
 		wrote := false // the committed attempt wrote balance events
-		err := s.inSQLTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := s.inSQLTxOpts(ctx, readCommitted, func(ctx context.Context, tx *sql.Tx) error {
 			existing, err := s.existingEvents(ctx, prepared{stmts: s.stmts, tx: tx}, ids)
 			if err != nil {
 				return err

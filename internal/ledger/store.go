@@ -117,8 +117,21 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 
 // inSQLTx runs fn in a database/sql transaction, as retryTx.
 func (s *Store) inSQLTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.inSQLTxOpts(ctx, nil, fn)
+}
+
+// readCommitted is the isolation of the transactions that insert grants or
+// end them (Grant, Expire): their locking read of a merchant's active grants
+// then locks the rows it finds and no gap beside them, where neighbouring
+// merchants' grants are inserted (under REPEATABLE READ those gap locks made
+// grant transactions of unrelated merchants deadlock). Their consistency
+// comes from the balance rows they lock first, not from gaps. It costs one
+// statement per transaction, so the payment path's Commit keeps the default.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+func (s *Store) inSQLTxOpts(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	return s.retryTx(ctx, func(ctx context.Context) error {
-		return InTx(ctx, s.sql, nil, func(tx *sql.Tx) error { return fn(ctx, tx) })
+		return InTx(ctx, s.sql, opts, func(tx *sql.Tx) error { return fn(ctx, tx) })
 	})
 }
 
