@@ -70,6 +70,6 @@ func (p *periods) once(ctx context.Context) {
 		}
 	}
 	if _, err := p.plans.RunOnce(ctx); err != nil && ctx.Err() == nil {
-		p.log.Warn("plan grants not issued; trying again", zap.Error(err))
+		p.log.Warn("plan grants not all issued (a conflicting period keeps the grant it has; any other failure is tried again)", zap.Error(err))
 	}
 }

@@ -27,31 +27,32 @@ func (d *Deductor) ExpireDue(ctx context.Context, limit int) (int, error) {
 	return len(due), errors.Join(errs...)
 }
 
-// expireLocked takes every shard lock of merchants and records their expiries.
+// expireLocked takes every shard lock of merchants and records the expiries
+// of those still due: another expirer may have recorded them while this one
+// waited for the locks, and their caches then stay.
 func (d *Deductor) expireLocked(ctx context.Context, merchants []string) error {
 	tags, err := d.tagsOf(ctx, merchants)
 	if err != nil {
 		return err
 	}
 	return d.locked(ctx, tags, func(ctx context.Context, held map[string]heldLock) error {
-		return d.expire(ctx, held, merchants)
+		due, err := d.ledger.DueAmong(ctx, merchants)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		return d.expire(ctx, held, due)
 	})
 }
 
-// expire drops the quota hashes of those merchants whose expiry is still
-// due (another expirer may have recorded it while this one waited for the
-// locks: its merchants keep their caches), then records their expiries (the
-// ledger's Expire: exactly once per grant, whoever else runs it). In that
-// order a crash leaves no hash holding what expired: the next deduction
-// hydrates from MySQL, whose guard refuses debits while an expiry is due.
+// expire drops the merchants' quota hashes (fenced), then records their due
+// expiries (the ledger's Expire: exactly once per grant, whoever else runs
+// it). In that order a crash leaves no hash holding what expired: the next
+// deduction hydrates from MySQL, whose guard refuses debits while an expiry
+// is due.
 func (d *Deductor) expire(ctx context.Context, held map[string]heldLock, merchants []string) error {
-	due, err := d.ledger.DueAmong(ctx, merchants)
-	if err != nil || len(due) == 0 {
+	if err := d.drop(ctx, held, merchants...); err != nil {
 		return err
 	}
-	if err := d.drop(ctx, held, due...); err != nil {
-		return err
-	}
-	_, err = d.ledger.Expire(ctx, due)
+	_, err := d.ledger.Expire(ctx, merchants)
 	return err
 }
