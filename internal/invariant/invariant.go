@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -262,8 +263,12 @@ func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]le
 			r.fail(Overdraft, "debit %s left merchant %s at %d (policy %s)", id, row.MerchantID, *row.BalanceAfter, balances[row.MerchantID].Policy())
 		}
 		if want, ok := overageOf(row, balances[row.MerchantID].Policy()); !ok {
-			r.fail(Overdraft, "debit %s of merchant %s records overage %d, want %d (balance after %d, policy %s)",
-				id, row.MerchantID, row.Overage, want, *row.BalanceAfter, balances[row.MerchantID].Policy())
+			after := "none"
+			if row.BalanceAfter != nil {
+				after = strconv.FormatInt(*row.BalanceAfter, 10)
+			}
+			r.fail(Overdraft, "%s %s of merchant %s records overage %d, want %d (balance after %s, policy %s)",
+				row.Kind, id, row.MerchantID, row.Overage, want, after, balances[row.MerchantID].Policy())
 		}
 		s := sums[row.MerchantID]
 		switch row.Kind {

@@ -31,6 +31,8 @@ func TestCheckKnowsOverdraftPolicies(t *testing.T) {
 			"debit o-1 of merchant m-over records overage 0, want 2"},
 		{"overage under another policy", []string{"UPDATE quota_ledger SET overage = 3 WHERE event_id = 'f-1'"},
 			"debit f-1 of merchant m-floor records overage 3, want 5"},
+		{"overage on a credit", []string{"UPDATE quota_ledger SET overage = 2 WHERE event_id = 'g-f'"},
+			"credit g-f of merchant m-floor records overage 2, want 0"},
 		{"the floor merchant as reject", []string{"UPDATE merchant_balance SET overdraft_policy = 'reject', overdraft_floor = 0 WHERE merchant_id = 'm-floor'"},
 			"debit f-2 left merchant m-floor at -20 (policy reject)"},
 	}
