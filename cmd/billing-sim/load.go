@@ -191,8 +191,8 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 	}
 	fmt.Fprintf(w, "load        %d events, %d merchants (hot %.2g, %d shard(s)), %d worker(s), %d partitions, %s; ledger rows before: %d\n",
 		r.Events, s.Merchants, s.Hot, s.Shards, s.Workers, s.Partitions, broker, s.LedgerRows)
-	fmt.Fprintf(w, "host        %d CPUs, %s (buffer pool %d MiB, flush_log_at_trx_commit=%d), redis %s\n",
-		r.Host.CPUs, r.Host.MySQL, r.Host.BufferPoolBytes>>20, r.Host.FlushLogAtTrxCommit, r.Host.Redis)
+	fmt.Fprintf(w, "host        %d CPUs, %s (buffer pool %d MiB, redo log %d MiB, flush_log_at_trx_commit=%d), redis %s\n",
+		r.Host.CPUs, r.Host.MySQL, r.Host.BufferPoolBytes>>20, r.Host.RedoLogBytes>>20, r.Host.FlushLogAtTrxCommit, r.Host.Redis)
 	if s.Rate == 0 {
 		fmt.Fprintf(w, "setup       grant+pre-fill %.1fs, preload %.1fs\n", r.FillS, r.PreloadS)
 		fmt.Fprintf(w, "throughput  %.0f events/s (%.2fs from the workers' start to the last ledger row; first row after %.2fs, %.0f/s from there)\n",
@@ -240,8 +240,8 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 			m.BusyCores, r.Host.CPUs, m.OursCores, m.OtherCores)
 	}
 	i := r.InnoDB
-	fmt.Fprintf(w, "innodb      per event %.2f buffer pool disk reads, %.1f read requests, %.3f fsyncs (server-wide); ledger ~%d rows: data %d MiB, indexes %d MiB\n",
-		i.DiskReadsPerEvent, i.ReadRequestsPerEvent, i.FsyncsPerEvent, i.LedgerRows, i.LedgerDataBytes>>20, i.LedgerIndexBytes>>20)
+	fmt.Fprintf(w, "innodb      per event %.2f buffer pool disk reads, %.1f read requests, %.2f pages written back, %.0f redo bytes, %.3f fsyncs (server-wide); ledger ~%d rows: data %d MiB, indexes %d MiB\n",
+		i.DiskReadsPerEvent, i.ReadRequestsPerEvent, i.PagesFlushedPerEvent, i.RedoBytesPerEvent, i.FsyncsPerEvent, i.LedgerRows, i.LedgerDataBytes>>20, i.LedgerIndexBytes>>20)
 	if bp := r.Host.BufferPoolBytes; bp > 0 && i.LedgerIndexBytes > bp {
 		fmt.Fprintf(w, "            the ledger's indexes (%d MiB) exceed the buffer pool (%d MiB): unless event_ids grow with time, the unique check reads from disk\n",
 			i.LedgerIndexBytes>>20, bp>>20)

@@ -61,8 +61,11 @@ func TestRun(t *testing.T) {
 		if b := res.Baseline; b == nil || b.Error != "" || b.EventsPerSec <= 0 || b.Ratio <= 0 {
 			t.Errorf("baseline %+v", b)
 		}
-		if i := res.InnoDB; i.LedgerDataBytes <= 0 || i.ReadRequestsPerEvent <= 0 {
+		if i := res.InnoDB; i.LedgerDataBytes <= 0 || i.ReadRequestsPerEvent <= 0 || i.RedoBytesPerEvent <= 0 || i.PagesFlushedPerEvent < 0 {
 			t.Errorf("innodb %+v", i)
+		}
+		if h := res.Host; h.BufferPoolBytes <= 0 || h.RedoLogBytes <= 0 {
+			t.Errorf("host %+v, want the buffer pool and redo log sizes", h)
 		}
 		if len(res.Memory) != 1 || res.Memory[0].RSSMaxMiB <= 0 {
 			t.Errorf("memory %+v", res.Memory)

@@ -4,12 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 )
 
 // innodbCounters are the server counters a run reports per event: what
 // InnoDB read from disk (buffer pool misses) against what it read at all,
-// and its fsyncs. Server-wide: other clients of a shared server count too.
-var innodbCounters = []string{"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests", "Innodb_data_fsyncs"}
+// its fsyncs, the pages it wrote back (a page dirtied again before it is
+// written back costs one write: random keys make these) and the redo log it
+// wrote (how long the redo log lasts, and so how often a dirty page must be
+// written back, at a given rate). Server-wide: other clients of a shared
+// server count too.
+var innodbCounters = []string{"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests", "Innodb_data_fsyncs", "Innodb_buffer_pool_pages_flushed", "Innodb_os_log_written"}
 
 // InnoDB is the server's counters over the window, per event, and the
 // ledger's size at the end (InnoDB's estimates, rows included).
@@ -17,14 +22,19 @@ type InnoDB struct {
 	DiskReadsPerEvent    float64 `json:"buffer_pool_disk_reads_per_event"`
 	ReadRequestsPerEvent float64 `json:"buffer_pool_read_requests_per_event"`
 	FsyncsPerEvent       float64 `json:"fsyncs_per_event"`
+	PagesFlushedPerEvent float64 `json:"pages_flushed_per_event"`
+	RedoBytesPerEvent    float64 `json:"redo_bytes_per_event"`
 	LedgerRows           int64   `json:"ledger_rows_estimate"`
 	LedgerDataBytes      int64   `json:"ledger_data_bytes"`
 	LedgerIndexBytes     int64   `json:"ledger_index_bytes"`
 }
 
 func readCounters(ctx context.Context, db *sql.DB) (map[string]int64, error) {
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN (?, ?, ?)",
-		innodbCounters[0], innodbCounters[1], innodbCounters[2])
+	names := make([]any, len(innodbCounters))
+	for i, n := range innodbCounters {
+		names[i] = n
+	}
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN (?"+strings.Repeat(", ?", len(names)-1)+")", names...)
 	if err != nil {
 		return nil, fmt.Errorf("load: read InnoDB counters: %w", err)
 	}
@@ -48,7 +58,8 @@ func innoDB(ctx context.Context, db *sql.DB, before map[string]int64, events int
 		return InnoDB{}, err
 	}
 	per := func(name string) float64 { return float64(after[name]-before[name]) / float64(events) }
-	s := InnoDB{DiskReadsPerEvent: per(innodbCounters[0]), ReadRequestsPerEvent: per(innodbCounters[1]), FsyncsPerEvent: per(innodbCounters[2])}
+	s := InnoDB{DiskReadsPerEvent: per(innodbCounters[0]), ReadRequestsPerEvent: per(innodbCounters[1]), FsyncsPerEvent: per(innodbCounters[2]),
+		PagesFlushedPerEvent: per(innodbCounters[3]), RedoBytesPerEvent: per(innodbCounters[4])}
 	err = db.QueryRowContext(ctx, "SELECT TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'quota_ledger'").
 		Scan(&s.LedgerRows, &s.LedgerDataBytes, &s.LedgerIndexBytes)
 	if err != nil {
