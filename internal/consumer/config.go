@@ -17,7 +17,10 @@ type Config struct {
 	Group    string // consumer group
 	DLQTopic string // dead-letter topic; must differ from Topic
 
-	Lanes     int           // parallel lanes, each one ordered (default 4)
+	// Lanes are parallel lanes, each one ordered (default 2: one commits while
+	// the other prepares; the ledger writes at most one full batch at a time,
+	// so more lanes only cut the traffic into smaller, costlier batches).
+	Lanes     int
 	BatchSize int           // most items per handler call (default 1024)
 	BatchWait time.Duration // how long an idle lane waits to fill a batch; 0 takes only what is already queued
 	// MaxInFlightPerPartition bounds the messages of a partition between
@@ -56,7 +59,7 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	setInt(&c.Lanes, 4)
+	setInt(&c.Lanes, 2)
 	setInt(&c.BatchSize, 1024)
 	setInt(&c.MaxInFlightPerPartition, 2*c.Lanes*c.BatchSize)
 	setDur(&c.CommitInterval, time.Second)
