@@ -9,11 +9,10 @@ import (
 
 // innodbCounters are the server counters a run reports per event: what
 // InnoDB read from disk (buffer pool misses) against what it read at all,
-// its fsyncs, the pages it wrote back (a page dirtied again before it is
-// written back costs one write: random keys make these) and the redo log it
-// wrote (how long the redo log lasts, and so how often a dirty page must be
-// written back, at a given rate). Server-wide: other clients of a shared
-// server count too.
+// its fsyncs, the dirty pages it wrote back (random keys dirty a page per
+// insert) and the redo it wrote (with the redo log's size, how long a dirty
+// page may wait, and so how many inserts it gathers per write). Server-wide:
+// other clients of a shared server count too.
 var innodbCounters = []string{"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests", "Innodb_data_fsyncs", "Innodb_buffer_pool_pages_flushed", "Innodb_os_log_written"}
 
 // InnoDB is the server's counters over the window, per event, and the
