@@ -191,8 +191,12 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 	}
 	fmt.Fprintf(w, "load        %d events, %d merchants (hot %.2g, %d shard(s)), %d worker(s), %d partitions, %s; ledger rows before: %d\n",
 		r.Events, s.Merchants, s.Hot, s.Shards, s.Workers, s.Partitions, broker, s.LedgerRows)
-	fmt.Fprintf(w, "host        %d CPUs, %s (buffer pool %d MiB, redo log %d MiB, flush_log_at_trx_commit=%d), redis %s\n",
-		r.Host.CPUs, r.Host.MySQL, r.Host.BufferPoolBytes>>20, r.Host.RedoLogBytes>>20, r.Host.FlushLogAtTrxCommit, r.Host.Redis)
+	redo := "unknown"
+	if r.Host.RedoLogBytes > 0 {
+		redo = fmt.Sprintf("%d MiB", r.Host.RedoLogBytes>>20)
+	}
+	fmt.Fprintf(w, "host        %d CPUs, %s (buffer pool %d MiB, redo log %s, flush_log_at_trx_commit=%d), redis %s\n",
+		r.Host.CPUs, r.Host.MySQL, r.Host.BufferPoolBytes>>20, redo, r.Host.FlushLogAtTrxCommit, r.Host.Redis)
 	if s.Rate == 0 {
 		fmt.Fprintf(w, "setup       grant+pre-fill %.1fs, preload %.1fs\n", r.FillS, r.PreloadS)
 		fmt.Fprintf(w, "throughput  %.0f events/s (%.2fs from the workers' start to the last ledger row; first row after %.2fs, %.0f/s from there)\n",

@@ -196,7 +196,7 @@ type Host struct {
 	MySQL               string `json:"mysql"`
 	BufferPoolBytes     int64  `json:"innodb_buffer_pool_bytes"`
 	FlushLogAtTrxCommit int    `json:"innodb_flush_log_at_trx_commit"`
-	RedoLogBytes        int64  `json:"innodb_log_file_size"`
+	RedoLogBytes        int64  `json:"innodb_redo_log_bytes"` // 0: unknown
 	Redis               string `json:"redis"`
 }
 

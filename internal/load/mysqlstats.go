@@ -11,8 +11,9 @@ import (
 // InnoDB read from disk (buffer pool misses) against what it read at all,
 // its fsyncs, the dirty pages it wrote back (random keys dirty a page per
 // insert) and the redo it wrote (with the redo log's size, how long a dirty
-// page may wait, and so how many inserts it gathers per write). Server-wide:
-// other clients of a shared server count too.
+// page may wait, and so how many inserts it gathers per write; on MariaDB
+// 10.11 the log's growth equals the LSN's). Server-wide: other clients of a
+// shared server count too. A counter the server lacks reads as 0.
 var innodbCounters = []string{"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests", "Innodb_data_fsyncs", "Innodb_buffer_pool_pages_flushed", "Innodb_os_log_written"}
 
 // InnoDB is the server's counters over the window, per event, and the
@@ -65,4 +66,23 @@ func innoDB(ctx context.Context, db *sql.DB, before map[string]int64, events int
 		return s, fmt.Errorf("load: read the ledger's size: %w", err)
 	}
 	return s, nil
+}
+
+// redoLogBytes is the redo log's capacity, 0 when unknown: MySQL 8.0.30 and
+// later size it as innodb_redo_log_capacity; older MySQL (and MariaDB before
+// 10.6) as innodb_log_files_in_group files of innodb_log_file_size; MariaDB
+// 10.6 and later as one file of innodb_log_file_size. Each is asked apart: a
+// server without the variable refuses the query.
+func redoLogBytes(ctx context.Context, db *sql.DB) int64 {
+	for _, q := range []string{
+		"SELECT @@innodb_redo_log_capacity",
+		"SELECT @@innodb_log_file_size * @@innodb_log_files_in_group",
+		"SELECT @@innodb_log_file_size",
+	} {
+		var n int64
+		if err := db.QueryRowContext(ctx, q).Scan(&n); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
 }

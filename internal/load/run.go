@@ -279,9 +279,7 @@ func host(ctx context.Context, st *stage) Host {
 	h := Host{CPUs: runtime.NumCPU()}
 	_ = st.db.QueryRowContext(ctx, "SELECT VERSION(), @@innodb_buffer_pool_size, @@innodb_flush_log_at_trx_commit").
 		Scan(&h.MySQL, &h.BufferPoolBytes, &h.FlushLogAtTrxCommit)
-	// Apart: a server that has dropped the variable (MySQL's later redo
-	// settings) loses only this figure.
-	_ = st.db.QueryRowContext(ctx, "SELECT @@innodb_log_file_size").Scan(&h.RedoLogBytes)
+	h.RedoLogBytes = redoLogBytes(ctx, st.db)
 	h.Redis = scenario.RedisVersion(ctx, st.Redis)
 	return h
 }
