@@ -23,12 +23,29 @@ type load struct {
 	quit chan struct{}
 	done chan struct{}
 	err  error
+	// released, when set, holds the last chunk until release: whatever runs
+	// meanwhile runs while the load is still producing.
+	released chan struct{}
 }
 
 // startLoad produces msgs in order, about rate per second, until all are
 // sent, Stop is called or ctx ends. wait returns the first error.
 func (g *rig) startLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
-	l := &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{})}
+	return g.produceAtRate(ctx, &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{})}, rate)
+}
+
+// startHeldLoad is startLoad whose last chunk waits for release, so that an
+// operation racing the load (a resharding) cannot outlast it on a slow machine.
+func (g *rig) startHeldLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
+	return g.produceAtRate(ctx, &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{}),
+		released: make(chan struct{})}, rate)
+}
+
+// release lets a held load write its last chunk; once only.
+func (l *load) release() { close(l.released) }
+
+func (g *rig) produceAtRate(ctx context.Context, l *load, rate int) *load {
+	msgs := l.msgs
 	w := g.writer(g.topic)
 	go func() {
 		defer close(l.done)
@@ -37,6 +54,16 @@ func (g *rig) startLoad(ctx context.Context, msgs []kafka.Message, rate int) *lo
 		chunk := max(1, rate*int(tick/time.Millisecond)/1000)
 		next := time.Now()
 		for i := 0; i < len(msgs); i += chunk {
+			if l.released != nil && i+chunk >= len(msgs) {
+				select {
+				case <-l.released:
+				case <-ctx.Done():
+					l.err = ctx.Err()
+					return
+				case <-l.quit:
+					return
+				}
+			}
 			part := msgs[i:min(i+chunk, len(msgs))]
 			if err := w.WriteMessages(ctx, part...); err != nil {
 				l.err = fmt.Errorf("faults: produce at message %d: %w", i, err)

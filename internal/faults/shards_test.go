@@ -25,7 +25,9 @@ func hotLoad(prefix string) workload.Config {
 }
 
 // reshardWhile changes the hot merchant's shard count to each of counts in
-// turn while the load runs, once a further share of it was produced.
+// turn while the load runs, once a further share of it was produced. The load
+// is a held one (startHeldLoad): its last chunk waits for the last reshard,
+// so a reshard slowed by a busy machine still runs under load.
 func (g *rig) reshardWhile(ctx context.Context, l *load, hot string, counts ...int) {
 	g.t.Helper()
 	total := int64(len(l.msgs))
@@ -44,6 +46,7 @@ func (g *rig) reshardWhile(ctx context.Context, l *load, hot string, counts ...i
 		}
 		g.t.Logf("resharded %s to %d (folded from %d) after %d of %d messages", hot, n, lay.FoldingFrom, l.sent.Load(), total)
 	}
+	l.release()
 }
 
 // Resharding the hot merchant 1 -> 8 -> 3 while two workers consume: every
@@ -63,7 +66,7 @@ func TestReshardUnderLoad(t *testing.T) {
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	hot := workload.MerchantIDs(1)[0]
 	members := []*member{g.startMember(1, nil), g.startMember(2, nil)}
-	l := g.startLoad(ctx, tr.Messages, size(500, 1000))
+	l := g.startHeldLoad(ctx, tr.Messages, size(500, 1000))
 	g.reshardWhile(ctx, l, hot, 8, 3)
 	if err := l.wait(); err != nil {
 		t.Fatal(err)
@@ -111,7 +114,7 @@ func TestShardsOnRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	members := []*member{g.startMember(1, nil), g.startMember(2, nil)}
-	l := g.startLoad(ctx, tr.Messages, size(400, 1000))
+	l := g.startHeldLoad(ctx, tr.Messages, size(400, 1000))
 	g.reshardWhile(ctx, l, hot, 5)
 	if err := l.wait(); err != nil {
 		t.Fatal(err)
