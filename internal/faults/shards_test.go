@@ -33,7 +33,9 @@ func (g *rig) reshardWhile(ctx context.Context, l *load, hot string, counts ...i
 	total := int64(len(l.msgs))
 	for k, n := range counts {
 		due := total * int64(k+1) / int64(len(counts)+1)
-		for l.sent.Load() < due && l.running() {
+		// ctx bounds the wait: a load too short to reach due before its held
+		// last chunk would otherwise spin here until the test binary's timeout.
+		for l.sent.Load() < due && l.running() && ctx.Err() == nil {
 			time.Sleep(20 * time.Millisecond)
 		}
 		lay, err := g.granter.Reshard(ctx, hot, n)
