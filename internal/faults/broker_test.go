@@ -43,8 +43,7 @@ func TestBrokerErrorStorm(t *testing.T) {
 	tr := traffic(t, p.seed(), mixedLoad("storm-"), rate*size(90, 600), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 1_000_000)
 	members := []*member{g.startMember(1, nil), g.startMember(2, nil)}
-	load := g.startLoad(ctx, tr.Messages, rate)
-	p.during(load)
+	load := p.startLoad(ctx, tr.Messages, rate)
 
 	storms := g.storms(c, p.rng)
 	p.rng.Shuffle(len(storms), func(i, j int) { storms[i], storms[j] = storms[j], storms[i] })

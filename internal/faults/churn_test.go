@@ -40,8 +40,7 @@ func TestChurnThreeWorkers(t *testing.T) {
 	g.grantTraffic(ctx, tr.Merchants(), 20000)
 	inflight := map[string]string{"WORKER_MAX_INFLIGHT": fmt.Sprint(window)}
 	procs := []*proc{g.startProc(1, inflight), g.startProc(2, inflight), g.startProc(3, inflight)}
-	load := g.startLoad(ctx, tr.Messages, rate)
-	p.during(load)
+	load := p.startLoad(ctx, tr.Messages, rate)
 
 	duplicates := func() float64 {
 		var d float64

@@ -52,8 +52,7 @@ func TestExpiryDuringKillsAndRedisLoss(t *testing.T) {
 		}
 	}
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
-	load := g.startLoad(ctx, tr.Messages, size(250, 500))
-	p.during(load)
+	load := p.startLoad(ctx, tr.Messages, size(250, 500))
 
 	faults := size(4, 12)
 	for i := range faults {

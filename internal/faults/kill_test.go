@@ -35,8 +35,7 @@ func killScenario(t *testing.T, p *plan, kills, n int) {
 	tr := traffic(t, p.seed(), mixedLoad("kill-"), n, 5)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
-	load := g.startLoad(ctx, tr.Messages, size(250, 500))
-	p.during(load)
+	load := p.startLoad(ctx, tr.Messages, size(250, 500))
 
 	for range kills {
 		p.await(ctx, between(p.rng, time.Second, 3*time.Second))

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,7 +26,9 @@ type load struct {
 	err  error
 	// released, when set, holds the last chunk until release: whatever runs
 	// meanwhile runs while the load is still producing.
-	released chan struct{}
+	released    chan struct{}
+	releaseOnce sync.Once
+	held        atomic.Bool // waiting for release
 }
 
 // startLoad produces msgs in order, about rate per second, until all are
@@ -35,14 +38,24 @@ func (g *rig) startLoad(ctx context.Context, msgs []kafka.Message, rate int) *lo
 }
 
 // startHeldLoad is startLoad whose last chunk waits for release, so that an
-// operation racing the load (a resharding) cannot outlast it on a slow machine.
+// operation racing the load (a resharding, a replayed fault) cannot outlast it
+// on a slow machine.
 func (g *rig) startHeldLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
 	return g.produceAtRate(ctx, &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{}),
 		released: make(chan struct{})}, rate)
 }
 
-// release lets a held load write its last chunk; once only.
-func (l *load) release() { close(l.released) }
+// release lets a held load write its last chunk. A load that is not held
+// ignores it, as do all calls after the first.
+func (l *load) release() {
+	if l.released != nil {
+		l.releaseOnce.Do(func() { close(l.released) })
+	}
+}
+
+// holding reports whether a held load has written all but its last chunk and
+// waits for release.
+func (l *load) holding() bool { return l.held.Load() }
 
 func (g *rig) produceAtRate(ctx context.Context, l *load, rate int) *load {
 	msgs := l.msgs
@@ -55,8 +68,10 @@ func (g *rig) produceAtRate(ctx context.Context, l *load, rate int) *load {
 		next := time.Now()
 		for i := 0; i < len(msgs); i += chunk {
 			if l.released != nil && i+chunk >= len(msgs) {
+				l.held.Store(true)
 				select {
 				case <-l.released:
+					l.held.Store(false)
 				case <-ctx.Done():
 					l.err = ctx.Err()
 					return

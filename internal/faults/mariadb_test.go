@@ -26,8 +26,7 @@ func TestMariaDBRestart(t *testing.T) {
 	tr := traffic(t, p.seed(), mixedLoad("mdb-"), size(4000, 30000), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
-	load := g.startLoad(ctx, tr.Messages, size(250, 500))
-	p.during(load)
+	load := p.startLoad(ctx, tr.Messages, size(250, 500))
 
 	restarts := size(2, 5)
 	for range restarts {

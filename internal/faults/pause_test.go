@@ -59,8 +59,7 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 	g.grantTraffic(ctx, tr.Merchants(), 10000)
 	sql := testenv.NewProxy(t, g.dbAddr())
 	a := g.startProc(1, map[string]string{"MYSQL_DSN": g.dsnVia(sql.Addr())})
-	load := g.startLoad(ctx, tr.Messages, size(250, 500))
-	p.during(load)
+	load := p.startLoad(ctx, tr.Messages, size(250, 500))
 	if err := waitCounter(ctx, a, `billing_events_total{outcome="applied"}`, 50, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,7 @@ func TestRedisRestartLosesData(t *testing.T) {
 	tr := traffic(t, p.seed(), mixedLoad("rlost-"), size(3000, 30000), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
-	load := g.startLoad(ctx, tr.Messages, size(250, 500))
-	p.during(load)
+	load := p.startLoad(ctx, tr.Messages, size(250, 500))
 
 	restarts := size(2, 6)
 	for range restarts {
@@ -71,8 +70,7 @@ func TestRedisDownLongerThanLockTTL(t *testing.T) {
 	tr := traffic(t, p.seed(), mixedLoad("rdown-"), size(3500, 30000), 5)
 	g.grantTraffic(ctx, tr.Merchants(), 5000)
 	procs := []*proc{g.startProc(1, nil), g.startProc(2, nil)}
-	load := g.startLoad(ctx, tr.Messages, size(250, 500))
-	p.during(load)
+	load := p.startLoad(ctx, tr.Messages, size(250, 500))
 
 	outages := size(1, 4)
 	for range outages {

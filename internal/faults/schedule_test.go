@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 var (
@@ -107,9 +109,20 @@ func (p *plan) seed() uint64 { return p.done.Seed }
 // use counts the faults' trigger points in g's ledger.
 func (p *plan) use(g *rig) { p.g = g }
 
-// during makes every later fault check that l is still producing: a fault
-// after the load ended hits an idle group and proves nothing.
-func (p *plan) during(l *load) { p.load = l }
+// startLoad starts the scenario's load (see rig.startLoad), and every later
+// fault checks that it is still producing: a fault after the load ended hits
+// an idle group and proves nothing. Replaying, the load's last chunk waits
+// for the last recorded fault, because a replayed fault waits for ledger
+// rows: a group that rebalances slower than in the recorded run would
+// otherwise see the load end first.
+func (p *plan) startLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
+	if p.replay != nil && len(p.replay.Steps) > 0 {
+		p.load = p.g.startHeldLoad(ctx, msgs, rate)
+	} else {
+		p.load = p.g.startLoad(ctx, msgs, rate)
+	}
+	return p.load
+}
 
 // await waits before the next fault: live, d; replaying, until the ledger
 // holds the recorded fault's row count and the load has produced its count.
@@ -126,6 +139,9 @@ func (p *plan) await(ctx context.Context, d time.Duration) {
 	want := p.replay.Steps[i]
 	deadline := time.Now().Add(2 * time.Minute)
 	for p.produced() < want.Produced || p.rows(ctx) < want.After {
+		if p.load != nil && p.produced() < want.Produced && p.load.holding() {
+			p.load.release() // the recorded fault came after the load's last chunk
+		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			p.t.Fatalf("replay: fault %d (%s) waits for %d ledger rows and %d messages produced; there are %d and %d",
 				i+1, want.Fault, want.After, want.Produced, p.rows(ctx), p.produced())
@@ -159,6 +175,9 @@ func (p *plan) fired(ctx context.Context, fault, worker, detail string) {
 		time.Since(p.start).Seconds(), i+1, fault, worker, s.After, s.Produced, detail)
 	if p.load != nil && !p.load.running() {
 		p.t.Errorf("fault %d (%s) came after the load had ended: lengthen the load or shorten the faults", i+1, fault)
+	}
+	if p.replay != nil && len(p.done.Steps) == len(p.replay.Steps) && p.load != nil {
+		p.load.release()
 	}
 }
 
