@@ -221,6 +221,8 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 			l.P50MS, l.P99MS, l.P999MS, l.MaxMS, l.Count, l.WarmupSkipped)
 		a := p.Ack
 		fmt.Fprintf(w, "            of which produce->broker ack p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms\n", a.P50MS, a.P99MS, a.P999MS, a.MaxMS)
+		a = p.AfterAck
+		fmt.Fprintf(w, "            broker ack->ledger p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms\n", a.P50MS, a.P99MS, a.P999MS, a.MaxMS)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "cpu\tprocess\tpid\tcpu s\tµs/event\tcores\t")

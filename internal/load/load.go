@@ -248,6 +248,11 @@ type Paced struct {
 	// acknowledgement, for the same events (the producer's lag, its 5 ms
 	// linger, the broker).
 	Ack Latency `json:"produce_ack"`
+	// AfterAck is the second leg: the broker's acknowledgement of each event
+	// to its ledger row, the worker's share (fetch, batching, the batch's
+	// steps up to its commit), on the cores it shares with the broker and
+	// the producer. Not a difference of the two others' quantiles.
+	AfterAck Latency `json:"ack_to_ledger"`
 }
 
 // Latency is produce->ledger over the events due after the warm-up: the

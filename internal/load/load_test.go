@@ -103,6 +103,10 @@ func TestRun(t *testing.T) {
 		if a := p.Ack; a.Count != l.Count || a.P50MS <= 0 {
 			t.Fatalf("produce->ack %+v (latency %+v)", a, l)
 		}
+		// Each event's second leg is its latency less its first: shorter.
+		if a := p.AfterAck; a.Count != l.Count || a.P50MS >= l.P50MS || a.MaxMS >= l.MaxMS {
+			t.Fatalf("ack->ledger %+v (latency %+v)", a, l)
+		}
 		checkRemoved(t, db, rdb, res.Setup)
 	})
 }
@@ -217,5 +221,27 @@ func TestScatterIsAPermutation(t *testing.T) {
 		if n >= 1000 && ascending > n/100 {
 			t.Errorf("n=%d: %d of the steps ascend by one: not scattered", n, ascending)
 		}
+	}
+}
+
+// A row's due time comes back from the database in whole microseconds, a
+// microsecond either side of the schedule's nanoseconds: it still names its
+// step.
+func TestScheduleStep(t *testing.T) {
+	p := produced{step: 100 * time.Microsecond, ackedAt: make([]int64, 3)}
+	for _, c := range []struct {
+		dueUS int64
+		k     int
+		ok    bool
+	}{
+		{0, 0, true}, {-1, 0, true}, {99, 1, true}, {101, 1, true}, {200, 2, true},
+		{299, 3, false}, {-60, 0, false},
+	} {
+		if k, ok := p.seq(c.dueUS); ok != c.ok || (ok && k != c.k) {
+			t.Errorf("seq(%d) = %d, %v; want %d, %v", c.dueUS, k, ok, c.k, c.ok)
+		}
+	}
+	if _, ok := (&produced{}).seq(0); ok {
+		t.Error("an unpaced run has no steps")
 	}
 }

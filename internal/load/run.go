@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -112,10 +113,15 @@ func (r *run) preload(ctx context.Context, t *target) error {
 }
 
 // produced is what the producer did: its own stats and, paced, how long
-// after its due time each event counted for latency was acknowledged.
+// after its due time each event counted for latency was acknowledged, and
+// when each event was acknowledged.
 type produced struct {
 	workload.ScheduleStats
 	acks []int64 // microseconds
+	// ackedAt[k] is when the broker acknowledged the event due k steps
+	// after the schedule's start, in microseconds from that start.
+	ackedAt []int64
+	step    time.Duration
 }
 
 // produce writes the run's events, from start on (unpaced: all at once), and
@@ -129,7 +135,10 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 	if err != nil {
 		return produced{}, err
 	}
-	var p produced
+	p := produced{step: cfg.Step}
+	if !unpaced {
+		p.ackedAt = make([]int64, r.o.Events)
+	}
 	var mu sync.Mutex
 	var acked int
 	var ackErr error
@@ -149,6 +158,9 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 			if !unpaced && !m.Time.Before(counted) {
 				p.acks = append(p.acks, now.Sub(m.Time).Microseconds())
 			}
+			if k, ok := p.seq(m.Time.Sub(start).Microseconds()); ok {
+				p.ackedAt[k] = now.Sub(start).Microseconds()
+			}
 		}
 	}
 	p.ScheduleStats, err = workload.ProduceOnSchedule(ctx, w, g, r.o.Events, unpaced, nil)
@@ -159,6 +171,16 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 		err = fmt.Errorf("load: the broker acknowledged %d of %d events: %w", acked, r.o.Events, ackErr)
 	}
 	return p, err
+}
+
+// seq is the step of the schedule an event due dueUS microseconds after its
+// start is: the database keeps microseconds, the schedule nanoseconds.
+func (p *produced) seq(dueUS int64) (int, bool) {
+	if p.step <= 0 {
+		return 0, false
+	}
+	k := int(math.Round(float64(dueUS) / float64(p.step.Microseconds())))
+	return k, k >= 0 && k < len(p.ackedAt)
 }
 
 // measure starts the workers, (paced) produces while they run, waits for
@@ -254,7 +276,7 @@ func (r *run) check(ctx context.Context, start, end, schedStart time.Time, paced
 	// second, or 5% of the schedule). A late producer does not make the
 	// system late; its lag is inside the latencies and reported beside them.
 	p.KeptUp = p.DrainMS <= max(1000, 50*p.ScheduleS)
-	if p.Latency, err = latency(ctx, r.st.db, r.fill.lastID, schedStart.Add(o.Warmup)); err != nil {
+	if p.Latency, p.AfterAck, err = latency(ctx, r.st.db, r.fill.lastID, schedStart, o.Warmup, &paced); err != nil {
 		return err
 	}
 	p.Ack = summarize(paced.acks)

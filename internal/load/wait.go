@@ -130,38 +130,41 @@ func runRows(ctx context.Context, db *sql.DB, after int64) (rows, rejected int64
 	return rows, rejected, f.Time, l.Time, nil
 }
 
-// latency reads produce->ledger latency of the run's rows due from from on.
-func latency(ctx context.Context, db *sql.DB, after int64, from time.Time) (Latency, error) {
-	var lat Latency
-	q := "SELECT TIMESTAMPDIFF(MICROSECOND, occurred_at, created_at), occurred_at >= ? FROM quota_ledger WHERE id > ?"
-	rows, err := db.QueryContext(ctx, q, from.UTC(), after)
+// latency reads produce->ledger latency of the run's rows due from the
+// schedule's start plus warmup on, and its second leg: from the broker's
+// acknowledgement of each event (ackedAt) to its row.
+func latency(ctx context.Context, db *sql.DB, after int64, start time.Time, warmup time.Duration, p *produced) (total, afterAck Latency, err error) {
+	q := "SELECT TIMESTAMPDIFF(MICROSECOND, ?, occurred_at), TIMESTAMPDIFF(MICROSECOND, ?, created_at) FROM quota_ledger WHERE id > ?"
+	rows, err := db.QueryContext(ctx, q, start.UTC(), start.UTC(), after)
 	if err != nil {
-		return lat, fmt.Errorf("load: read latencies: %w", err)
+		return total, afterAck, fmt.Errorf("load: read latencies: %w", err)
 	}
 	defer rows.Close()
-	var us []int64
+	var us, fromAck []int64
+	skipped := 0
 	for rows.Next() {
-		var v int64
-		var counted bool
-		if err := rows.Scan(&v, &counted); err != nil {
-			return lat, fmt.Errorf("load: read latencies: %w", err)
+		var due, created int64
+		if err := rows.Scan(&due, &created); err != nil {
+			return total, afterAck, fmt.Errorf("load: read latencies: %w", err)
 		}
-		if !counted {
-			lat.WarmupSkipped++
+		if due < warmup.Microseconds() {
+			skipped++
 			continue
 		}
-		us = append(us, v)
+		us = append(us, created-due)
+		if k, ok := p.seq(due); ok && p.ackedAt[k] > 0 {
+			fromAck = append(fromAck, created-p.ackedAt[k])
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return lat, fmt.Errorf("load: read latencies: %w", err)
+		return total, afterAck, fmt.Errorf("load: read latencies: %w", err)
 	}
 	if len(us) == 0 {
-		return lat, errors.New("load: no event due after the warm-up: make the run longer than --warmup")
+		return total, afterAck, errors.New("load: no event due after the warm-up: make the run longer than --warmup")
 	}
-	skipped := lat.WarmupSkipped
-	lat = summarize(us)
-	lat.WarmupSkipped = skipped
-	return lat, nil
+	total, afterAck = summarize(us), summarize(fromAck)
+	total.WarmupSkipped, afterAck.WarmupSkipped = skipped, skipped
+	return total, afterAck, nil
 }
 
 // summarize sorts latencies in microseconds and takes their quantiles.
