@@ -179,7 +179,7 @@ func (p *produced) seq(dueUS int64) (int, bool) {
 	if p.step <= 0 {
 		return 0, false
 	}
-	k := int(math.Round(float64(dueUS) / float64(p.step.Microseconds())))
+	k := int(math.Round(float64(dueUS) * float64(time.Microsecond) / float64(p.step)))
 	return k, k >= 0 && k < len(p.ackedAt)
 }
 
