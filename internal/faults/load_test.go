@@ -110,8 +110,10 @@ func (l *load) Stop() error {
 // produced is what the load has written: all of it once it ended by itself.
 func (l *load) produced() []kafka.Message { return l.msgs[:l.sent.Load()] }
 
-// wait blocks until the load has ended.
+// wait lets a held load write its last chunk (what had to run under the load
+// is over) and blocks until the load has ended.
 func (l *load) wait() error {
+	l.release()
 	<-l.done
 	return l.err
 }

@@ -112,9 +112,9 @@ func (p *plan) use(g *rig) { p.g = g }
 // startLoad starts the scenario's load (see rig.startLoad), and every later
 // fault checks that it is still producing: a fault after the load ended hits
 // an idle group and proves nothing. Replaying, the load's last chunk waits
-// for the last recorded fault, because a replayed fault waits for ledger
-// rows: a group that rebalances slower than in the recorded run would
-// otherwise see the load end first.
+// until the scenario waits for the load (its faults are over), because a
+// replayed fault waits for ledger rows: a group that rebalances slower than
+// in the recorded run would otherwise see the load end first.
 func (p *plan) startLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
 	if p.replay != nil && len(p.replay.Steps) > 0 {
 		p.load = p.g.startHeldLoad(ctx, msgs, rate)
@@ -175,9 +175,6 @@ func (p *plan) fired(ctx context.Context, fault, worker, detail string) {
 		time.Since(p.start).Seconds(), i+1, fault, worker, s.After, s.Produced, detail)
 	if p.load != nil && !p.load.running() {
 		p.t.Errorf("fault %d (%s) came after the load had ended: lengthen the load or shorten the faults", i+1, fault)
-	}
-	if p.replay != nil && len(p.done.Steps) == len(p.replay.Steps) && p.load != nil {
-		p.load.release()
 	}
 }
 
