@@ -55,7 +55,7 @@ type plan struct {
 	replay *schedule // nil when live
 	done   schedule
 	g      *rig  // counts ledger rows; set by use
-	load   *load // set by during
+	load   *load // set by startLoad
 }
 
 // newPlan starts a scenario's plan: from -faults.replay when it names this
@@ -140,7 +140,9 @@ func (p *plan) await(ctx context.Context, d time.Duration) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for p.produced() < want.Produced || p.rows(ctx) < want.After {
 		if p.load != nil && p.produced() < want.Produced && p.load.holding() {
-			p.load.release() // the recorded fault came after the load's last chunk
+			// The recorded fault came after the load's last chunk: this one
+			// can only come as the load ends.
+			p.load.release()
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			p.t.Fatalf("replay: fault %d (%s) waits for %d ledger rows and %d messages produced; there are %d and %d",

@@ -159,7 +159,7 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 				p.acks = append(p.acks, now.Sub(m.Time).Microseconds())
 			}
 			if k, ok := p.seq(m.Time.Sub(start).Microseconds()); ok {
-				p.ackedAt[k] = now.Sub(start).Microseconds()
+				p.ackedAt[k] = now.UnixMicro() - start.UnixMicro() // wall clock, as created_at
 			}
 		}
 	}
