@@ -112,12 +112,10 @@ func (r *run) preload(ctx context.Context, t *target) error {
 	return nil
 }
 
-// produced is what the producer did: its own stats and, paced, how long
-// after its due time each event counted for latency was acknowledged, and
-// when each event was acknowledged.
+// produced is what the producer did: its own stats and, paced, when the
+// broker acknowledged each event.
 type produced struct {
 	workload.ScheduleStats
-	acks []int64 // microseconds
 	// ackedAt[k] is when the broker acknowledged the event due k steps
 	// after the schedule's start, in microseconds from that start.
 	ackedAt []int64
@@ -142,7 +140,6 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 	var mu sync.Mutex
 	var acked int
 	var ackErr error
-	counted := start.Add(r.o.Warmup)
 	w := workload.NewKafkaWriter(r.st.Brokers, r.st.Topic, r.st.Transport)
 	w.Async = true // the schedule never waits for a batch; Close waits for the last completion
 	w.Completion = func(msgs []kafka.Message, err error) {
@@ -155,9 +152,6 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 		}
 		acked += len(msgs)
 		for _, m := range msgs {
-			if !unpaced && !m.Time.Before(counted) {
-				p.acks = append(p.acks, now.Sub(m.Time).Microseconds())
-			}
 			if k, ok := p.seq(m.Time.Sub(start).Microseconds()); ok {
 				p.ackedAt[k] = now.UnixMicro() - start.UnixMicro() // wall clock, as created_at
 			}
@@ -276,10 +270,9 @@ func (r *run) check(ctx context.Context, start, end, schedStart time.Time, paced
 	// second, or 5% of the schedule). A late producer does not make the
 	// system late; its lag is inside the latencies and reported beside them.
 	p.KeptUp = p.DrainMS <= max(1000, 50*p.ScheduleS)
-	if p.Latency, p.AfterAck, err = latency(ctx, r.st.db, r.fill.lastID, schedStart, o.Warmup, &paced); err != nil {
+	if p.Latency, p.Ack, p.AfterAck, err = latency(ctx, r.st.db, r.fill.lastID, schedStart, o.Warmup, &paced); err != nil {
 		return err
 	}
-	p.Ack = summarize(paced.acks)
 	r.res.Paced = p
 	return nil
 }

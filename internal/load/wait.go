@@ -131,21 +131,21 @@ func runRows(ctx context.Context, db *sql.DB, after int64) (rows, rejected int64
 }
 
 // latency reads produce->ledger latency of the run's rows due from the
-// schedule's start plus warmup on, and its second leg: from the broker's
-// acknowledgement of each event (ackedAt) to its row.
-func latency(ctx context.Context, db *sql.DB, after int64, start time.Time, warmup time.Duration, p *produced) (total, afterAck Latency, err error) {
+// schedule's start plus warmup on, and its two legs for each event: due time
+// to the broker's acknowledgement (ackedAt), and that to its row.
+func latency(ctx context.Context, db *sql.DB, after int64, start time.Time, warmup time.Duration, p *produced) (total, ack, afterAck Latency, err error) {
 	q := "SELECT TIMESTAMPDIFF(MICROSECOND, ?, occurred_at), TIMESTAMPDIFF(MICROSECOND, ?, created_at) FROM quota_ledger WHERE id > ?"
 	rows, err := db.QueryContext(ctx, q, start.UTC(), start.UTC(), after)
 	if err != nil {
-		return total, afterAck, fmt.Errorf("load: read latencies: %w", err)
+		return total, ack, afterAck, fmt.Errorf("load: read latencies: %w", err)
 	}
 	defer rows.Close()
-	var us, fromAck []int64
+	var us, toAck, fromAck []int64
 	skipped := 0
 	for rows.Next() {
 		var due, created int64
 		if err := rows.Scan(&due, &created); err != nil {
-			return total, afterAck, fmt.Errorf("load: read latencies: %w", err)
+			return total, ack, afterAck, fmt.Errorf("load: read latencies: %w", err)
 		}
 		if due < warmup.Microseconds() {
 			skipped++
@@ -153,18 +153,19 @@ func latency(ctx context.Context, db *sql.DB, after int64, start time.Time, warm
 		}
 		us = append(us, created-due)
 		if k, ok := p.seq(due); ok && p.ackedAt[k] > 0 {
+			toAck = append(toAck, p.ackedAt[k]-due)
 			fromAck = append(fromAck, created-p.ackedAt[k])
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return total, afterAck, fmt.Errorf("load: read latencies: %w", err)
+		return total, ack, afterAck, fmt.Errorf("load: read latencies: %w", err)
 	}
 	if len(us) == 0 {
-		return total, afterAck, errors.New("load: no event due after the warm-up: make the run longer than --warmup")
+		return total, ack, afterAck, errors.New("load: no event due after the warm-up: make the run longer than --warmup")
 	}
-	total, afterAck = summarize(us), summarize(fromAck)
-	total.WarmupSkipped, afterAck.WarmupSkipped = skipped, skipped
-	return total, afterAck, nil
+	total, ack, afterAck = summarize(us), summarize(toAck), summarize(fromAck)
+	total.WarmupSkipped, ack.WarmupSkipped, afterAck.WarmupSkipped = skipped, skipped, skipped
+	return total, ack, afterAck, nil
 }
 
 // summarize sorts latencies in microseconds and takes their quantiles.
