@@ -228,7 +228,7 @@ func TestPublishedCrossingsAreTheLedgers(t *testing.T) {
 	merchants := []string{"m-a", "m-b", "m-c", "m-d"}
 	balance := map[string]int64{}
 	for _, m := range merchants {
-		if err := grant(ctx, g.store, m, 500+rnd.Int64N(1000), "grant-0-"+m); err != nil {
+		if err := grant(ctx, g.store, m, 500+rnd.Int64N(1000), "grant-start-"+m); err != nil {
 			t.Fatal(err)
 		}
 		bals, _ := g.store.Balances(ctx, []string{m})
