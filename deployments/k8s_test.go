@@ -73,6 +73,7 @@ func checkWorkerContainer(t *testing.T, m *manifests, s *appsv1.StatefulSet, c c
 			}
 		}
 	}
+	checkGOMAXPROCS(t, where, c)
 	ids := map[int]string{}
 	var units []unit
 	for _, pod := range podNames {
@@ -380,6 +381,22 @@ func checkPodHardening(t *testing.T, m *manifests, w workload) {
 			}
 		}
 		checkMemoryLimit(t, where, c)
+	}
+}
+
+// checkGOMAXPROCS: the worker runs one P or a few, a whole number no larger
+// than its CPU limit (more Ps than the limit's cores only get it throttled).
+func checkGOMAXPROCS(t *testing.T, where string, c corev1.Container) {
+	t.Helper()
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMAXPROCS" })
+	if i < 0 {
+		t.Errorf("%s: no GOMAXPROCS", where)
+		return
+	}
+	n, err := strconv.Atoi(c.Env[i].Value)
+	lim := c.Resources.Limits[corev1.ResourceCPU]
+	if err != nil || n < 1 || int64(n)*1000 > lim.MilliValue() {
+		t.Errorf("%s: GOMAXPROCS %q, want a whole number from 1 to the CPU limit %v", where, c.Env[i].Value, &lim)
 	}
 }
 
