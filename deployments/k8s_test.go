@@ -388,16 +388,27 @@ func checkPodHardening(t *testing.T, m *manifests, w workload) {
 // than its CPU limit (more Ps than the limit's cores only get it throttled).
 func checkGOMAXPROCS(t *testing.T, where string, c corev1.Container) {
 	t.Helper()
-	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMAXPROCS" })
-	if i < 0 {
-		t.Errorf("%s: no GOMAXPROCS", where)
+	v, ok := runtimeEnv(t, where, c, "GOMAXPROCS")
+	if !ok {
 		return
 	}
-	n, err := strconv.Atoi(c.Env[i].Value)
+	n, err := strconv.Atoi(v)
 	lim := c.Resources.Limits[corev1.ResourceCPU]
 	if err != nil || n < 1 || int64(n)*1000 > lim.MilliValue() {
-		t.Errorf("%s: GOMAXPROCS %q, want a whole number from 1 to the CPU limit %v", where, c.Env[i].Value, &lim)
+		t.Errorf("%s: GOMAXPROCS %q, want a whole number from 1 to the CPU limit %v", where, v, &lim)
 	}
+}
+
+// runtimeEnv is the value of the container's variable name, reported missing
+// when it is not set.
+func runtimeEnv(t *testing.T, where string, c corev1.Container, name string) (string, bool) {
+	t.Helper()
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if i < 0 {
+		t.Errorf("%s: no %s", where, name)
+		return "", false
+	}
+	return c.Env[i].Value, true
 }
 
 // GOMEMLIMIT is 85–95% of the container's memory limit: the GC works harder
@@ -405,20 +416,19 @@ func checkGOMAXPROCS(t *testing.T, where string, c corev1.Container) {
 // memory Go does not count.
 func checkMemoryLimit(t *testing.T, where string, c corev1.Container) {
 	t.Helper()
-	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
-	if i < 0 {
-		t.Errorf("%s: no GOMEMLIMIT", where)
+	limit, ok := runtimeEnv(t, where, c, "GOMEMLIMIT")
+	if !ok {
 		return
 	}
-	v, ok := strings.CutSuffix(c.Env[i].Value, "MiB")
+	v, ok := strings.CutSuffix(limit, "MiB")
 	n, err := strconv.ParseInt(v, 10, 64)
 	if !ok || err != nil {
-		t.Errorf("%s: GOMEMLIMIT %q, want <n>MiB", where, c.Env[i].Value)
+		t.Errorf("%s: GOMEMLIMIT %q, want <n>MiB", where, limit)
 		return
 	}
 	lim := c.Resources.Limits[corev1.ResourceMemory]
 	if share := float64(n<<20) / float64(lim.Value()); share < 0.85 || share > 0.95 {
-		t.Errorf("%s: GOMEMLIMIT %s is %.0f%% of the memory limit %v, want 85-95%%", where, c.Env[i].Value, share*100, &lim)
+		t.Errorf("%s: GOMEMLIMIT %s is %.0f%% of the memory limit %v, want 85-95%%", where, limit, share*100, &lim)
 	}
 }
 
