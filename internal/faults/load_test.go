@@ -34,15 +34,14 @@ type load struct {
 // startLoad produces msgs in order, about rate per second, until all are
 // sent, Stop is called or ctx ends. wait returns the first error.
 func (g *rig) startLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
-	return g.produceAtRate(ctx, &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{})}, rate)
+	return g.produceAtRate(ctx, msgs, rate, false)
 }
 
 // startHeldLoad is startLoad whose last chunk waits for release, so that an
 // operation racing the load (a resharding, a replayed fault) cannot outlast it
 // on a slow machine.
 func (g *rig) startHeldLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
-	return g.produceAtRate(ctx, &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{}),
-		released: make(chan struct{})}, rate)
+	return g.produceAtRate(ctx, msgs, rate, true)
 }
 
 // release lets a held load write its last chunk. A load that is not held
@@ -57,8 +56,11 @@ func (l *load) release() {
 // waits for release.
 func (l *load) holding() bool { return l.held.Load() }
 
-func (g *rig) produceAtRate(ctx context.Context, l *load, rate int) *load {
-	msgs := l.msgs
+func (g *rig) produceAtRate(ctx context.Context, msgs []kafka.Message, rate int, held bool) *load {
+	l := &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{})}
+	if held {
+		l.released = make(chan struct{})
+	}
 	w := g.writer(g.topic)
 	go func() {
 		defer close(l.done)
