@@ -162,8 +162,13 @@ type Result struct {
 	// SystemUSPerEvent is workers + mariadbd + redis-server (the figure a
 	// CPU budget per event is about); 0 when a server was not measured.
 	SystemUSPerEvent float64 `json:"system_cpu_us_per_event"`
-	Machine          Machine `json:"machine"`
-	InnoDB           InnoDB  `json:"innodb"`
+	// SystemCores is the same processes' cores busy in the window: events/s
+	// is SystemCores / SystemUSPerEvent, so a slower machine shows in the
+	// CPU per event, and how much of the cores the write path can keep busy
+	// (its parallelism) shows here.
+	SystemCores float64 `json:"system_cores,omitempty"`
+	Machine     Machine `json:"machine"`
+	InnoDB      InnoDB  `json:"innodb"`
 
 	Baseline *Baseline `json:"baseline,omitempty"`
 	Paced    *Paced    `json:"paced,omitempty"`

@@ -93,7 +93,7 @@ func (m *meter) read() {
 // results per process over events and the window's wall time; the workers +
 // mariadbd + redis-server total per event (0 if one is missing); and the
 // machine's load in the window.
-func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, float64, Machine) {
+func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, systemCPU, Machine) {
 	var out []ProcessCPU
 	var system, ours time.Duration
 	complete := true
@@ -128,9 +128,15 @@ func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, float64
 		mach.OtherCores = max(0, mach.BusyCores-mach.OursCores)
 	}
 	if !complete {
-		return out, 0, mach
+		return out, systemCPU{}, mach
 	}
-	return out, float64(system.Microseconds()) / float64(events), mach
+	return out, systemCPU{usPerEvent: float64(system.Microseconds()) / float64(events), cores: system.Seconds() / window.Seconds()}, mach
+}
+
+// systemCPU is the workers', mariadbd's and redis-server's CPU together.
+type systemCPU struct {
+	usPerEvent float64
+	cores      float64
 }
 
 func mysqlAddr(dsn string) string {

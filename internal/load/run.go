@@ -234,7 +234,9 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	window := end.Sub(start)
 	r.res.ElapsedS = window.Seconds()
 	r.res.EventsPerSec = float64(o.Events) / window.Seconds()
-	r.res.CPU, r.res.SystemUSPerEvent, r.res.Machine = m.results(o.Events, window)
+	var sys systemCPU
+	r.res.CPU, sys, r.res.Machine = m.results(o.Events, window)
+	r.res.SystemUSPerEvent, r.res.SystemCores = sys.usPerEvent, sys.cores
 	if r.res.InnoDB, err = innoDB(ctx, r.st.db, counters, o.Events); err != nil {
 		return err
 	}
