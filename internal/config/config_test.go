@@ -199,7 +199,7 @@ func TestMaxInFlightFollowsLanesAndBatches(t *testing.T) {
 		env  map[string]string
 		want int
 	}{
-		{nil, 4096},
+		{nil, 8192},
 		{map[string]string{"WORKER_LANES": "2", "WORKER_BATCH_SIZE": "100"}, 400},
 		{map[string]string{"WORKER_LANES": "1024", "WORKER_BATCH_SIZE": "10000"}, 1_000_000},
 		{map[string]string{"WORKER_LANES": "2", "WORKER_MAX_INFLIGHT": "64"}, 64},

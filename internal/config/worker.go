@@ -92,7 +92,7 @@ func podOrdinal(pod string) (int, bool) {
 func (p *parser) worker() Worker {
 	w := Worker{
 		Lanes:           p.integer("WORKER_LANES", 2, 1, 1024),
-		BatchSize:       p.integer("WORKER_BATCH_SIZE", 1024, 1, 10000),
+		BatchSize:       p.integer("WORKER_BATCH_SIZE", 2048, 1, 10000),
 		BatchWait:       p.duration("WORKER_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
 		CommitInterval:  p.duration("WORKER_COMMIT_INTERVAL", time.Second, 10*time.Millisecond, 5*time.Minute),
 		MaxAttempts:     p.integer("WORKER_MAX_ATTEMPTS", 5, 1, 1000),

@@ -21,7 +21,7 @@ type Config struct {
 	// the other prepares; the ledger writes at most one full batch at a time,
 	// so more lanes only cut the traffic into smaller, costlier batches).
 	Lanes     int
-	BatchSize int           // most items per handler call (default 1024)
+	BatchSize int           // most items per handler call (default 2048)
 	BatchWait time.Duration // how long an idle lane waits to fill a batch; 0 takes only what is already queued
 	// MaxInFlightPerPartition bounds the messages of a partition between
 	// fetch and commit; a full window pauses that partition's fetch (default
@@ -60,7 +60,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	setInt(&c.Lanes, 2)
-	setInt(&c.BatchSize, 1024)
+	setInt(&c.BatchSize, 2048)
 	setInt(&c.MaxInFlightPerPartition, 2*c.Lanes*c.BatchSize)
 	setDur(&c.CommitInterval, time.Second)
 	setInt(&c.MaxAttempts, 5)

@@ -12,8 +12,8 @@ func TestConfigDefaults(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	if c.Lanes != 2 || c.BatchSize != 1024 || c.MaxAttempts != 5 || c.ShutdownTimeout != 10*time.Second ||
-		c.CommitInterval != time.Second || c.MaxInFlightPerPartition != 4096 || c.GroupTimeout != 2*time.Second ||
+	if c.Lanes != 2 || c.BatchSize != 2048 || c.MaxAttempts != 5 || c.ShutdownTimeout != 10*time.Second ||
+		c.CommitInterval != time.Second || c.MaxInFlightPerPartition != 8192 || c.GroupTimeout != 2*time.Second ||
 		c.BatchWait != 0 || c.MaxWait != 100*time.Millisecond {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
