@@ -91,8 +91,8 @@ func (m *meter) read() {
 }
 
 // results per process over events and the window's wall time; the workers +
-// mariadbd + redis-server total per event (0 if one is missing); and the
-// machine's load in the window.
+// mariadbd + redis-server total, per event and in cores (zero if one is
+// missing); and the machine's load in the window.
 func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, systemCPU, Machine) {
 	var out []ProcessCPU
 	var system, ours time.Duration
