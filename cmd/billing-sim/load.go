@@ -238,7 +238,7 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 		fmt.Fprintf(tw, "\t%s\t%d\t%.2f\t%.1f\t%.2f\t  %s\n", c.Name, c.PID, c.CPUSeconds, c.USPerEvent, c.Cores, note)
 	}
 	if r.SystemUSPerEvent > 0 {
-		fmt.Fprintf(tw, "\tworkers+mariadbd+redis\t\t\t%.1f\t%.2f\t  events/s = these cores / this CPU per event\n", r.SystemUSPerEvent, r.SystemCores)
+		fmt.Fprintf(tw, "\tworkers+mariadbd+redis\t\t\t%.1f\t%.2f\t  events/s = these cores / this CPU per event\n", r.SystemUSPerEvent, r.SystemCores())
 	}
 	tw.Flush()
 	if m := r.Machine; m.BusyCores > 0 {

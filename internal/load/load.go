@@ -162,18 +162,19 @@ type Result struct {
 	// SystemUSPerEvent is workers + mariadbd + redis-server (the figure a
 	// CPU budget per event is about); 0 when a server was not measured.
 	SystemUSPerEvent float64 `json:"system_cpu_us_per_event"`
-	// SystemCores is the same processes' cores busy in the window: events/s
-	// is SystemCores / SystemUSPerEvent, so a slower machine shows in the
-	// CPU per event, and how much of the cores the write path can keep busy
-	// (its parallelism) shows here.
-	SystemCores float64 `json:"system_cores,omitempty"`
-	Machine     Machine `json:"machine"`
-	InnoDB      InnoDB  `json:"innodb"`
+	Machine          Machine `json:"machine"`
+	InnoDB           InnoDB  `json:"innodb"`
 
 	Baseline *Baseline `json:"baseline,omitempty"`
 	Paced    *Paced    `json:"paced,omitempty"`
 	Memory   []Memory  `json:"memory"`
 }
+
+// SystemCores is the cores workers, mariadbd and redis-server kept busy over
+// the run (0 when a server was not measured): events/s is SystemCores over
+// SystemUSPerEvent. A slower machine shows in the CPU per event; how much of
+// the cores the write path can keep busy, its parallelism, shows here.
+func (r Result) SystemCores() float64 { return r.EventsPerSec * r.SystemUSPerEvent / 1e6 }
 
 // Setup is what was run.
 type Setup struct {

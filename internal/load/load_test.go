@@ -55,8 +55,8 @@ func TestRun(t *testing.T) {
 		if c := cpu["redis-server"]; !c.Measured || c.PID == 0 {
 			t.Errorf("redis-server: %+v, want measured", c)
 		}
-		if res.SystemUSPerEvent <= 0 || res.SystemCores <= 0 {
-			t.Errorf("system CPU per event %v, cores %v", res.SystemUSPerEvent, res.SystemCores)
+		if res.SystemUSPerEvent <= 0 || res.SystemCores() <= 0 {
+			t.Errorf("system CPU per event %v, cores %v", res.SystemUSPerEvent, res.SystemCores())
 		}
 		if b := res.Baseline; b == nil || b.Error != "" || b.EventsPerSec <= 0 || b.Ratio <= 0 {
 			t.Errorf("baseline %+v", b)

@@ -91,9 +91,9 @@ func (m *meter) read() {
 }
 
 // results per process over events and the window's wall time; the workers +
-// mariadbd + redis-server total, per event and in cores (zero if one is
-// missing); and the machine's load in the window.
-func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, systemCPU, Machine) {
+// mariadbd + redis-server total per event (0 if one is missing); and the
+// machine's load in the window.
+func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, float64, Machine) {
 	var out []ProcessCPU
 	var system, ours time.Duration
 	complete := true
@@ -128,15 +128,9 @@ func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, systemC
 		mach.OtherCores = max(0, mach.BusyCores-mach.OursCores)
 	}
 	if !complete {
-		return out, systemCPU{}, mach
+		return out, 0, mach
 	}
-	return out, systemCPU{usPerEvent: float64(system.Microseconds()) / float64(events), cores: system.Seconds() / window.Seconds()}, mach
-}
-
-// systemCPU is the workers', mariadbd's and redis-server's CPU together.
-type systemCPU struct {
-	usPerEvent float64
-	cores      float64
+	return out, float64(system.Microseconds()) / float64(events), mach
 }
 
 func mysqlAddr(dsn string) string {

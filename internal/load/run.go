@@ -234,9 +234,7 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	window := end.Sub(start)
 	r.res.ElapsedS = window.Seconds()
 	r.res.EventsPerSec = float64(o.Events) / window.Seconds()
-	var sys systemCPU
-	r.res.CPU, sys, r.res.Machine = m.results(o.Events, window)
-	r.res.SystemUSPerEvent, r.res.SystemCores = sys.usPerEvent, sys.cores
+	r.res.CPU, r.res.SystemUSPerEvent, r.res.Machine = m.results(o.Events, window)
 	if r.res.InnoDB, err = innoDB(ctx, r.st.db, counters, o.Events); err != nil {
 		return err
 	}
