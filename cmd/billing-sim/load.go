@@ -223,6 +223,10 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 		fmt.Fprintf(w, "            of which produce->broker ack p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms\n", a.P50MS, a.P99MS, a.P999MS, a.MaxMS)
 		a = p.AfterAck
 		fmt.Fprintf(w, "            broker ack->ledger p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms\n", a.P50MS, a.P99MS, a.P999MS, a.MaxMS)
+		if tx := p.LedgerTx; tx != nil {
+			fmt.Fprintf(w, "            then the ledger transaction, at whose COMMIT a row is visible: p50 %.1f ms, p99 %.1f ms (%d attempts, the workers' billing_ledger_transaction_seconds)\n",
+				tx.P50MS, tx.P99MS, tx.Count)
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "cpu\tprocess\tpid\tcpu s\tµs/event\tcores\t")

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -259,6 +260,9 @@ type Paced struct {
 	// steps up to its commit), on the cores it shares with the broker and
 	// the producer. Not a difference of the two others' quantiles.
 	AfterAck Latency `json:"ack_to_ledger"`
+	// LedgerTx is the transaction after created_at; nil when the workers'
+	// /metrics did not say.
+	LedgerTx *LedgerTx `json:"ledger_transaction,omitempty"`
 }
 
 // Latency is produce->ledger over the events due after the warm-up: the
@@ -297,6 +301,7 @@ type Sample struct {
 	Goroutines int     `json:"goroutines,omitempty"`
 	// Batches and BatchEvents count the consumer's handler calls so far and
 	// the events in them.
-	Batches     float64 `json:"batches,omitempty"`
-	BatchEvents float64 `json:"batch_events,omitempty"`
+	Batches     float64        `json:"batches,omitempty"`
+	BatchEvents float64        `json:"batch_events,omitempty"`
+	tx          promql.Buckets // billing_ledger_transaction_seconds so far
 }

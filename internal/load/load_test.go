@@ -84,6 +84,7 @@ func TestRun(t *testing.T) {
 	t.Run("paced", func(t *testing.T) {
 		o := opts()
 		o.Rate, o.Warmup = 2000, 200*time.Millisecond
+		o.SampleEvery = 100 * time.Millisecond // the transactions are read between samples after the warm-up
 		res, err := Run(ctx, o)
 		if err != nil {
 			t.Fatal(err)
@@ -106,6 +107,9 @@ func TestRun(t *testing.T) {
 		// Each event's second leg is its latency less its first: shorter.
 		if a := p.AfterAck; a.Count != l.Count || a.P50MS >= l.P50MS || a.MaxMS >= l.MaxMS {
 			t.Fatalf("ack->ledger %+v (latency %+v)", a, l)
+		}
+		if tx := p.LedgerTx; tx == nil || tx.Count == 0 || tx.P50MS <= 0 || tx.P50MS > tx.P99MS {
+			t.Fatalf("ledger transaction %+v", tx)
 		}
 		checkRemoved(t, db, rdb, res.Setup)
 	})

@@ -273,6 +273,7 @@ func (r *run) check(ctx context.Context, start, end, schedStart time.Time, paced
 	if p.Latency, p.Ack, p.AfterAck, err = latency(ctx, r.st.db, r.fill.lastID, schedStart, o.Warmup, &paced); err != nil {
 		return err
 	}
+	p.LedgerTx = ledgerTx(r.res.Memory, (schedStart.Sub(start) + o.Warmup).Seconds())
 	r.res.Paced = p
 	return nil
 }

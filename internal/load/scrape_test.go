@@ -2,26 +2,84 @@ package load
 
 import (
 	"context"
-	"fmt"
-	"net/http"
+	"math"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/prometheus/promql"
 )
 
-// The worker's consumer metrics carry a topic label (payments and grants):
-// scrape sums a histogram's series, so the payments' batches still count.
-func TestScrapeSumsLabelledSeries(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, "go_goroutines 12\ngo_memstats_heap_inuse_bytes 4096\n"+
-			"billing_batch_size_count{topic=\"payment.succeeded\"} 7\nbilling_batch_size_count{topic=\"quota.grants\"} 0\n"+
-			"billing_batch_size_sum{topic=\"payment.succeeded\"} 700\nbilling_batch_size_sum{topic=\"quota.grants\"} 0\n")
-	}))
+// scrape reads what a worker's registry serves. The consumer's metrics carry
+// a topic label (payments and grants): a histogram's series are summed, so
+// the payments' batches still count.
+func TestScrapeReadsTheWorkersExposition(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	goroutines := prometheus.NewGauge(prometheus.GaugeOpts{Name: "go_goroutines"})
+	heap := prometheus.NewGauge(prometheus.GaugeOpts{Name: "go_memstats_heap_inuse_bytes"})
+	batch := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "billing_batch_size", Buckets: []float64{1, 64, 1024}}, []string{"topic"})
+	tx := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "billing_ledger_transaction_seconds", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})
+	reg.MustRegister(goroutines, heap, batch, tx)
+	goroutines.Set(12)
+	heap.Set(4096)
+	for range 7 {
+		batch.WithLabelValues("payment.succeeded").Observe(100)
+	}
+	batch.WithLabelValues("quota.grants")
+	for _, s := range []float64{0.003, 0.003, 0.003, 0.1} {
+		tx.Observe(s)
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
+
 	got, err := (&workerProc{httpAddr: srv.Listener.Addr().String()}).scrape(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.goroutines != 12 || got.heapBytes != 4096 || got.batches != 7 || got.batchEvents != 700 {
 		t.Errorf("scraped %+v", got)
+	}
+	if n := len(got.tx); n != 15 || !math.IsInf(got.tx[n-1].UpperBound, +1) || got.tx[n-1].Count != 4 {
+		t.Fatalf("transaction buckets %v: want 14 bounds and +Inf with all 4", got.tx)
+	}
+	if b := got.tx[3]; b.UpperBound != 0.004 || b.Count != 3 {
+		t.Errorf("bucket %v, want le 0.004 with 3", b)
+	}
+}
+
+func TestLedgerTx(t *testing.T) {
+	inf := math.Inf(+1)
+	tx := func(counts ...float64) promql.Buckets {
+		out := promql.Buckets{}
+		for i, bound := range []float64{0.001, 0.002, 0.004, inf} {
+			out = append(out, promql.Bucket{UpperBound: bound, Count: counts[i]})
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		mem  []Memory
+		want *LedgerTx
+	}{
+		{"two workers, from the first sample after the warm-up", []Memory{
+			{Samples: []Sample{{AtS: 1, tx: tx(5, 5, 5, 5)}, {AtS: 2, tx: tx(5, 5, 5, 5)}, {AtS: 3, tx: tx(5, 15, 15, 15)}}},
+			{Samples: []Sample{{AtS: 1}, {AtS: 2, tx: tx(0, 0, 0, 0)}, {AtS: 3, tx: tx(0, 0, 10, 10)}}},
+		}, &LedgerTx{Count: 20, P50MS: 2, P99MS: 3.96}},
+		{"one sample after the warm-up: nothing between", []Memory{
+			{Samples: []Sample{{AtS: 1, tx: tx(5, 5, 5, 5)}, {AtS: 2, tx: tx(9, 9, 9, 9)}}},
+		}, nil},
+		{"/metrics never answered", []Memory{{Samples: []Sample{{AtS: 2}, {AtS: 3}}}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ledgerTx(tt.mem, 1.5)
+			if (got == nil) != (tt.want == nil) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			if got != nil && (got.Count != tt.want.Count || math.Abs(got.P50MS-tt.want.P50MS) > 1e-9 || math.Abs(got.P99MS-tt.want.P99MS) > 1e-9) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }

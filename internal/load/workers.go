@@ -1,18 +1,20 @@
 package load
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql"
 )
 
 // stopTimeout bounds a worker's drain after SIGTERM (its SHUTDOWN_TIMEOUT
@@ -100,10 +102,15 @@ type scraped struct {
 	// batches and batchEvents are the consumer's handler calls so far and
 	// the events they carried (billing_batch_size's count and sum).
 	batches, batchEvents float64
+	// tx is billing_ledger_transaction_seconds so far: cumulative counts by
+	// upper bound, +Inf last.
+	tx promql.Buckets
 }
 
-// scrape reads go_memstats_heap_inuse_bytes, go_goroutines and the
-// billing_batch_size histogram's count and sum from the worker's /metrics.
+// scrape reads go_memstats_heap_inuse_bytes, go_goroutines, the
+// billing_batch_size histogram's count and sum and the
+// billing_ledger_transaction_seconds buckets from the worker's /metrics; a
+// metric's labelled series are summed (the consumer's carry a topic).
 func (w *workerProc) scrape(ctx context.Context) (scraped, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -116,33 +123,33 @@ func (w *workerProc) scrape(ctx context.Context) (scraped, error) {
 		return scraped{}, err
 	}
 	defer resp.Body.Close()
-	var out scraped
-	var goroutines float64
-	into := map[string]*float64{
-		"go_memstats_heap_inuse_bytes": &out.heapBytes, "go_goroutines": &goroutines,
-		"billing_batch_size_count": &out.batches, "billing_batch_size_sum": &out.batchEvents,
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return scraped{}, fmt.Errorf("load: read /metrics: %w", err)
 	}
-	found := 0
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		series, value, _ := strings.Cut(sc.Text(), " ")
-		name, _, _ := strings.Cut(series, "{") // summed over labels: the grants consumer's batches are none here
-		dst, ok := into[name]
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return scraped{}, fmt.Errorf("load: /metrics %s %q: %w", series, value, err)
-		}
-		*dst += v
-		found++
+	heap, okHeap := families["go_memstats_heap_inuse_bytes"]
+	goroutines, okG := families["go_goroutines"]
+	if !okHeap || !okG {
+		return scraped{}, errors.New("load: /metrics lacks go_memstats_heap_inuse_bytes or go_goroutines")
 	}
-	if found < 2 {
-		return scraped{}, errors.Join(errors.New("load: /metrics lacks go_memstats_heap_inuse_bytes or go_goroutines"), sc.Err())
+	out := scraped{heapBytes: gaugeSum(heap), goroutines: int(gaugeSum(goroutines))}
+	for _, m := range families["billing_batch_size"].GetMetric() {
+		out.batches += float64(m.GetHistogram().GetSampleCount())
+		out.batchEvents += m.GetHistogram().GetSampleSum()
 	}
-	out.goroutines = int(goroutines)
+	for _, m := range families["billing_ledger_transaction_seconds"].GetMetric() {
+		out.tx = addBuckets(out.tx, cumulative(m.GetHistogram()))
+	}
 	return out, nil
+}
+
+func gaugeSum(f *dto.MetricFamily) float64 {
+	var sum float64
+	for _, m := range f.GetMetric() {
+		sum += m.GetGauge().GetValue()
+	}
+	return sum
 }
 
 // freeAddr is a loopback address with a port free right now, for a worker's
