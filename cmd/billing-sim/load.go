@@ -59,7 +59,7 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.IntVar(&f.versus, "versus-uniform", 0, "run N rounds of a uniform run (--hot 0, one shard) then this one, alternately, and print each hot/uniform ratio")
 	fs.IntVar(&o.Events, "events", load.DefaultEvents, "events (preloaded, or produced at --rate)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "workload seed")
-	fs.IntVar(&o.LedgerRows, "ledger-rows", 0, "pre-fill quota_ledger with this many rows first (bulk INSERTs of 5,000): the growth figure")
+	fs.IntVar(&o.LedgerRows, "ledger-rows", 0, "pre-fill quota_ledger with this many rows first (bulk INSERTs of 4,000): the growth figure")
 	fs.BoolVar(&o.OrderedIDs, "ordered-ids", false, "with --ledger-rows: pre-filled event_ids ascend and sort before the run's (ids that grow with time); default: scattered among them (random ids)")
 	fs.Var(&f.rate, "rate", "produce at N events/s on an absolute schedule while the workers run, and measure produce->ledger latency (0: preload)")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "with --rate: events due in this first part count for throughput, not latency")

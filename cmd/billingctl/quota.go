@@ -275,7 +275,7 @@ func alertsOf(v deduct.View, def quotaevent.Alerts) (quotaevent.Alerts, bool) {
 func newQuotaView(v deduct.View, def quotaevent.Alerts) quotaView {
 	a, isDefault := alertsOf(v, def)
 	q := quotaView{MerchantID: v.MerchantID, Known: v.Known, Cached: v.Cached, Credited: v.Credited, Debited: v.Debited,
-		Expected: v.Expected, Pending: append([]deduct.Pending{}, v.Pending...), Grants: append([]ledger.Grant{}, v.Grants...), Policy: string(v.Policy.Kind), Floor: v.Policy.Floor, Low: a.String(), LowDefault: isDefault, LowUnits: a.Thresholds(v.Credited)}
+		Expected: v.Expected, Pending: append([]deduct.Pending{}, v.Pending...), Grants: append([]ledger.Grant{}, v.Grants...), Policy: string(v.Policy.Kind), Floor: v.Policy.Floor, Low: a.String(), LowDefault: isDefault, LowUnits: a.Thresholds(v.LowBase)}
 	if q.LowUnits == nil {
 		q.LowUnits = []int64{}
 	}
@@ -311,7 +311,7 @@ func writeView(w io.Writer, v deduct.View, def quotaevent.Alerts) error {
 		if isDefault {
 			from = ", the default"
 		}
-		fmt.Fprintf(tw, "low thresholds\t%s\t(%v units now%s)\n", a, a.Thresholds(v.Credited), from)
+		fmt.Fprintf(tw, "low thresholds\t%s\t(%v units now%s)\n", a, a.Thresholds(v.LowBase), from)
 	}
 	if v.Cached {
 		fmt.Fprintf(tw, "redis remain\t%d\t(ver %d)\n", v.Remain, v.Ver)

@@ -56,7 +56,6 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.IntVar(&c.Concurrency, "concurrency", reconcile.DefaultConcurrency, "pages of merchants checked at once")
 	fs.IntVar(&c.PageSize, "page", reconcile.DefaultPageSize, "merchants per page")
 	fs.DurationVar(&c.Grace, "grace", reconcile.DefaultGrace, "pending deductions younger than this are in-flight work, not drift")
-	fs.DurationVar(&c.Settle, "settle", reconcile.DefaultSettle, "extra margin before a ledger row is checkpointed, beyond the ledger's longest transaction and clock skew")
 	fs.Int64Var(&c.RepairCeiling, "repair-ceiling", reconcile.DefaultRepairCeiling, "absolute change of remain above which drift is reported but not repaired (0: no ceiling)")
 	fs.DurationVar(&c.LockTTL, "lock-ttl", reconcile.DefaultLockTTL, "TTL of the reconciler's hold on a merchant lock")
 	fs.BoolVar(&hydrate, "hydrate-missing", true, "hydrate a missing quota hash from merchant_balance (set only if absent)")

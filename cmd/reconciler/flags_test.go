@@ -28,7 +28,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Every != 0 || d.Output != outputText || d.Config.Grace != reconcile.DefaultGrace || d.Config.RepairCeiling != reconcile.DefaultRepairCeiling ||
-		d.Config.SkipHydrate || d.Config.DryRun || d.FailOnRepair || d.Config.Settle != reconcile.DefaultSettle {
+		d.Config.SkipHydrate || d.Config.DryRun || d.FailOnRepair {
 		t.Fatalf("defaults = %+v", d)
 	}
 	if _, err := parseFlags([]string{"-h"}, &out, &out); !errors.Is(err, cli.ErrDone) {

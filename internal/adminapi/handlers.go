@@ -57,7 +57,7 @@ func (a *API) ledgerPage(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if s := q.Get("after"); s != "" {
 		if after, err = strconv.ParseInt(s, 10, 64); err != nil || after < 0 {
-			writeError(w, http.StatusBadRequest, "after must be a ledger id (a non-negative integer)")
+			writeError(w, http.StatusBadRequest, "after must be a seq of the merchant's ledger (a non-negative integer)")
 			return
 		}
 	}

@@ -141,7 +141,7 @@ func (g *rig) pay(merchant string, n int, amount int64) {
 func (g *rig) ledgerIDs(merchant string) []string {
 	g.t.Helper()
 	var ids []string
-	if err := g.db.DB.Raw("SELECT CAST(id AS CHAR) FROM quota_ledger WHERE merchant_id = ? ORDER BY id", merchant).Scan(&ids).Error; err != nil {
+	if err := g.db.DB.Raw("SELECT CAST(id AS CHAR) FROM quota_ledger WHERE merchant_id = ? ORDER BY seq", merchant).Scan(&ids).Error; err != nil {
 		g.t.Fatal(err)
 	}
 	return ids
@@ -174,6 +174,7 @@ type page struct {
 	MerchantID string `json:"merchant_id"`
 	Rows       []struct {
 		ID         string `json:"id"`
+		Seq        int64  `json:"seq"`
 		MerchantID string `json:"merchant_id"`
 		Kind       string `json:"kind"`
 		Amount     int64  `json:"amount"`

@@ -84,7 +84,8 @@ type pageView struct {
 }
 
 type rowView struct {
-	ID           string    `json:"id"` // Snowflake: a string, as JSON numbers lose 64-bit precision
+	ID           string    `json:"id"`  // Snowflake: a string, as JSON numbers lose 64-bit precision
+	Seq          int64     `json:"seq"` // the row's place in the merchant's ledger: the cursor
 	EventID      string    `json:"event_id"`
 	MerchantID   string    `json:"merchant_id"`
 	Kind         string    `json:"kind"`
@@ -104,10 +105,10 @@ func newPageView(merchantID string, rows []ledger.Row, limit int) pageView {
 	p := pageView{MerchantID: merchantID, Rows: make([]rowView, 0, min(len(rows), limit))}
 	if len(rows) > limit {
 		rows = rows[:limit]
-		p.Next = strconv.FormatInt(rows[limit-1].ID, 10)
+		p.Next = strconv.FormatInt(*rows[limit-1].Seq, 10)
 	}
 	for _, r := range rows {
-		p.Rows = append(p.Rows, rowView{ID: strconv.FormatInt(r.ID, 10), EventID: r.EventID, MerchantID: r.MerchantID,
+		p.Rows = append(p.Rows, rowView{ID: strconv.FormatInt(r.ID, 10), Seq: *r.Seq, EventID: r.EventID, MerchantID: r.MerchantID,
 			Kind: string(r.Kind), Amount: r.Amount, BalanceAfter: r.BalanceAfter, Overage: r.Overage, GrantID: r.GrantID, Reason: r.Reason, PaymentID: r.PaymentID,
 			Source: r.Source, OccurredAt: r.OccurredAt.UTC(), CreatedAt: r.CreatedAt.UTC()})
 	}

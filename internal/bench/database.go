@@ -97,10 +97,11 @@ const grantChunk = 500
 func grant(ctx context.Context, db *gorm.DB, ids ledger.IDSource, merchants []string, quota int64, at time.Time) error {
 	balances := make([]ledger.Balance, len(merchants))
 	rows := make([]ledger.Row, len(merchants))
+	first := int64(1)
 	for i, m := range merchants {
-		balances[i] = ledger.Balance{MerchantID: m, Credited: quota}
+		balances[i] = ledger.Balance{MerchantID: m, Credited: quota, Seq: first, LowBase: quota}
 		rows[i] = ledger.Row{EventID: "grant-" + m, MerchantID: m, Kind: ledger.KindCredit, Amount: quota,
-			BalanceAfter: &quota, Reason: ledger.ReasonGrant, OccurredAt: at}
+			BalanceAfter: &quota, Reason: ledger.ReasonGrant, Seq: &first, OccurredAt: at}
 	}
 	db = db.WithContext(ctx)
 	if err := db.CreateInBatches(balances, grantChunk).Error; err != nil {

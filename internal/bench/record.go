@@ -17,9 +17,30 @@ func inTx(ctx context.Context, db *sql.DB, retries *atomic.Int64, fn func(*sql.T
 	return ledger.RetryDeadlocks(ctx, func() { retries.Add(1) }, func() error { return ledger.InTx(ctx, db, nil, fn) })
 }
 
-// insertLedger writes the one ledger row of e. balanceAfter < 0 stores NULL
-// (an unknown merchant).
-func insertLedger(ctx context.Context, tx *sql.Tx, ids ledger.IDSource, e event.PaymentSucceeded, kind ledger.Kind, reason string, balanceAfter int64) error {
+// nextSeq moves a merchant's balance row by debit and takes the seq of its
+// next ledger row, under the row's lock (LAST_INSERT_ID hands the new value
+// back in the statement's reply), behind guard ("" for none, else a condition
+// with one placeholder for the debit). found is false when no row matched.
+func nextSeq(ctx context.Context, tx *sql.Tx, merchantID string, debit int64, guard string) (seq int64, found bool, err error) {
+	q := "UPDATE merchant_balance SET debited = debited + ?, seq = LAST_INSERT_ID(seq + 1) WHERE merchant_id = ?"
+	args := []any{debit, merchantID}
+	if guard != "" {
+		q, args = q+" AND "+guard, append(args, debit)
+	}
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, false, fmt.Errorf("bench: move the balance of %s: %w", merchantID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return 0, false, err
+	}
+	seq, err = res.LastInsertId()
+	return seq, err == nil, err
+}
+
+// insertLedger writes the one ledger row of e, the merchant's seq-th.
+// balanceAfter < 0 stores NULL and seq 0 none (an unknown merchant).
+func insertLedger(ctx context.Context, tx *sql.Tx, ids ledger.IDSource, e event.PaymentSucceeded, kind ledger.Kind, reason string, balanceAfter, seq int64) error {
 	var id [1]int64
 	if err := ids.NextIDs(id[:]); err != nil {
 		return fmt.Errorf("bench: ledger id: %w", err)
@@ -28,6 +49,9 @@ func insertLedger(ctx context.Context, tx *sql.Tx, ids ledger.IDSource, e event.
 		PaymentID: e.PaymentID, Source: string(e.Source), OccurredAt: e.OccurredAt, CreatedAt: time.Now().UTC()}
 	if balanceAfter >= 0 {
 		row.BalanceAfter = &balanceAfter
+	}
+	if seq > 0 {
+		row.Seq = &seq
 	}
 	query, args := ledger.InsertStatement([]ledger.Row{row})
 	if _, err := tx.ExecContext(ctx, query, args...); err != nil {

@@ -136,7 +136,11 @@ func (s *RedisPerEvent) applyOne(ctx context.Context, e event.PaymentSucceeded) 
 			return fmt.Errorf("bench: %s is missing: the balance was not hydrated", quotaKey)
 		case 0:
 			return inTx(ctx, s.env.DB, &s.txRetries, func(tx *sql.Tx) error {
-				return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindRejected, ledger.ReasonInsufficient, res[1])
+				seq, _, err := nextSeq(ctx, tx, e.MerchantID, 0, "")
+				if err != nil {
+					return err
+				}
+				return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindRejected, ledger.ReasonInsufficient, res[1], seq)
 			})
 		}
 		err = inTx(ctx, s.env.DB, &s.txRetries, func(tx *sql.Tx) error { return s.record(ctx, tx, e, res[1]) })
@@ -154,19 +158,14 @@ func (s *RedisPerEvent) applyOne(ctx context.Context, e event.PaymentSucceeded) 
 }
 
 func (s *RedisPerEvent) record(ctx context.Context, tx *sql.Tx, e event.PaymentSucceeded, remainAfter int64) error {
-	if err := insertLedger(ctx, tx, s.env.IDs, e, ledger.KindDebit, ledger.ReasonPayment, remainAfter); err != nil {
+	seq, found, err := nextSeq(ctx, tx, e.MerchantID, e.Amount, "credited - debited >= ?")
+	switch {
+	case err != nil:
 		return err
+	case !found:
+		return fmt.Errorf("%w: merchant %s, amount %d", errGuard, e.MerchantID, e.Amount)
 	}
-	r, err := tx.ExecContext(ctx,
-		"UPDATE merchant_balance SET debited = debited + ? WHERE merchant_id = ? AND credited - debited >= ?",
-		e.Amount, e.MerchantID, e.Amount)
-	if err != nil {
-		return fmt.Errorf("bench: debit %s: %w", e.MerchantID, err)
-	}
-	if n, err := r.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("%w: merchant %s, amount %d (rows %d, %v)", errGuard, e.MerchantID, e.Amount, n, err)
-	}
-	return nil
+	return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindDebit, ledger.ReasonPayment, remainAfter, seq)
 }
 
 // lock takes lockKey with SET NX PX, sleeping lockRetryDelay +-50% between

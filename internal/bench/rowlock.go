@@ -57,17 +57,18 @@ func (s *RowLock) applyOne(ctx context.Context, tx *sql.Tx, e event.PaymentSucce
 		Scan(&credited, &debited)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindRejected, ledger.ReasonUnknownMerchant, -1)
+		return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindRejected, ledger.ReasonUnknownMerchant, -1, 0)
 	case err != nil:
 		return fmt.Errorf("bench: lock balance of %s: %w", e.MerchantID, err)
 	}
 	remain := credited - debited
+	kind, reason, debit := ledger.KindDebit, ledger.ReasonPayment, e.Amount
 	if remain < e.Amount {
-		return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindRejected, ledger.ReasonInsufficient, remain)
+		kind, reason, debit = ledger.KindRejected, ledger.ReasonInsufficient, 0
 	}
-	if _, err := tx.ExecContext(ctx,
-		"UPDATE merchant_balance SET debited = debited + ? WHERE merchant_id = ?", e.Amount, e.MerchantID); err != nil {
-		return fmt.Errorf("bench: debit %s: %w", e.MerchantID, err)
+	seq, _, err := nextSeq(ctx, tx, e.MerchantID, debit, "")
+	if err != nil {
+		return err
 	}
-	return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindDebit, ledger.ReasonPayment, remain-e.Amount)
+	return insertLedger(ctx, tx, s.env.IDs, e, kind, reason, remain-debit, seq)
 }

@@ -125,8 +125,9 @@ func TestFloorHoldsUnderConcurrency(t *testing.T) {
 
 // TestOverageNeverRejects: under overage every event is applied, the
 // balance goes as far below zero as the traffic takes it, and the debits'
-// overage sums to exactly the part below zero; a grant then pays it back
-// and a debit from a positive balance again records overage only past zero.
+// overage sums to exactly the part below zero; a grant then takes the billed
+// overage off the balance (a billed row) and credits in full, and a debit
+// from a positive balance again records overage only past zero.
 func TestOverageNeverRejects(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -147,7 +148,7 @@ func TestOverageNeverRejects(t *testing.T) {
 	if b := e.balance("hot"); b.Available() != -700 || overage() != 700 {
 		t.Fatalf("balance %d, overage %d; want -700 and 700", b.Available(), overage())
 	}
-	e.grant("hot", 710) // back to 10
+	e.grant("hot", 10) // the 700 over are billed: back to 0, then 10
 	res := e.apply(e.d, []event.PaymentSucceeded{pay("big", "hot", 25)})
 	if res[0].Outcome != Applied || res[0].BalanceAfter != -15 {
 		t.Fatalf("debit of 25 from 10: %+v", res[0])

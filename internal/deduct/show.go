@@ -50,6 +50,7 @@ type View struct {
 	Credited int64
 	Debited  int64
 	Expected int64 // what remain should be: credited - debited - pending not in the ledger
+	LowBase  int64 // what a percentage threshold is of (ledger.Balance.LowBase)
 	Policy   ledger.Policy
 	// Alerts are the merchant's own low-balance thresholds; nil: the default.
 	Alerts *quotaevent.Alerts
@@ -123,7 +124,7 @@ func (d *Deductor) Show(ctx context.Context, merchantID string) (View, error) {
 		return View{}, err
 	}
 	b, known := bals[merchantID]
-	v.Known, v.Credited, v.Debited, v.Policy = known, b.Credited, b.Debited, b.Policy()
+	v.Known, v.Credited, v.Debited, v.Policy, v.LowBase = known, b.Credited, b.Debited, b.Policy(), b.LowBase
 	if a, own := b.OwnAlerts(); own {
 		v.Alerts = &a
 	}

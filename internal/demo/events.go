@@ -78,20 +78,19 @@ func (r *run) events(ctx context.Context, db *gorm.DB, client *dlq.Client) error
 		got[e.MerchantID] = append(got[e.MerchantID], e.ID)
 	}
 	var rows []ledger.Row
-	if err := db.WithContext(ctx).Order("id").Find(&rows).Error; err != nil {
+	if err := db.WithContext(ctx).Find(&rows).Error; err != nil {
 		return err
 	}
 	var bals []ledger.Balance
 	if err := db.WithContext(ctx).Find(&bals).Error; err != nil {
 		return err
 	}
-	levels := map[string]quotaevent.Levels{}
+	settings := map[string]ledger.Balance{}
 	for _, b := range bals {
-		a, _ := b.OwnAlerts() // the demo's workers have no default thresholds
-		lowest, bounded := b.Policy().Lowest()
-		levels[b.MerchantID] = quotaevent.Levels{Alerts: a, Floor: lowest, Unlimited: !bounded}
+		settings[b.MerchantID] = b
 	}
-	want := ledger.Replay(rows, func(m string) quotaevent.Levels { return levels[m] })
+	// The demo's workers have no default thresholds.
+	want := ledger.Replay(rows, settings, quotaevent.Alerts{})
 	merchants := map[string]bool{}
 	for m := range want {
 		merchants[m] = true
@@ -101,7 +100,7 @@ func (r *run) events(ctx context.Context, db *gorm.DB, client *dlq.Client) error
 	}
 	for _, m := range slices.Sorted(maps.Keys(merchants)) {
 		var ids []string
-		for _, e := range want[m] {
+		for _, e := range eventsOf(want[m]) {
 			ids = append(ids, e.ID)
 		}
 		if strings.Join(ids, " ") != strings.Join(got[m], " ") {
@@ -109,6 +108,13 @@ func (r *run) events(ctx context.Context, db *gorm.DB, client *dlq.Client) error
 		}
 	}
 	return nil
+}
+
+func eventsOf(r *ledger.Replayed) []quotaevent.Event {
+	if r == nil {
+		return nil
+	}
+	return r.Events
 }
 
 // write prints the events line.

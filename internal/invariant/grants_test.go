@@ -35,16 +35,16 @@ func TestCheckAccountsForGrants(t *testing.T) {
 			ctx := context.Background()
 			db := testenv.NewMySQL(t)
 			for _, q := range append([]string{
-				"INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES ('m-g', 100, 50)",
+				"INSERT INTO merchant_balance (merchant_id, credited, debited, seq) VALUES ('m-g', 100, 50, 5)",
 				`INSERT INTO quota_grants (grant_id, merchant_id, amount, remaining, priority, starts_at, expires_at, state) VALUES
 					('g-a', 'm-g', 40, 0, 1, NOW(), NOW(), 'expired'),
 					('g-b', 'm-g', 60, 50, 2, NOW(), NULL, 'active')`,
-				`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, grant_id, occurred_at) VALUES
-					(1, 'g-a', 'm-g', 'credit', 40, 40, NULL, NOW()),
-					(2, 'g-b', 'm-g', 'credit', 60, 100, NULL, NOW()),
-					(3, 'e-1', 'm-g', 'debit', 20, 80, 'g-a', NOW()),
-					(4, 'expire:g-a', 'm-g', 'expire', 20, 60, 'g-a', NOW()),
-					(5, 'e-2', 'm-g', 'debit', 10, 50, 'g-b', NOW())`,
+				`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, grant_id, occurred_at, seq) VALUES
+					(1, 'g-a', 'm-g', 'credit', 40, 40, NULL, NOW(), 1),
+					(2, 'g-b', 'm-g', 'credit', 60, 100, NULL, NOW(), 2),
+					(3, 'e-1', 'm-g', 'debit', 20, 80, 'g-a', NOW(), 3),
+					(4, 'expire:g-a', 'm-g', 'expire', 20, 60, 'g-a', NOW(), 4),
+					(5, 'e-2', 'm-g', 'debit', 10, 50, 'g-b', NOW(), 5)`,
 			}, tt.mutate...) {
 				if err := db.DB.Exec(q).Error; err != nil {
 					t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quota"
+	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/shard"
 )
 
@@ -69,7 +70,7 @@ type State struct {
 // The invariants, as Report.Broken names them.
 const (
 	Events    = "events"    // each valid event has one matching ledger row; no row lacks its event
-	Balances  = "balances"  // each balance row equals its ledger sums; none is missing
+	Balances  = "balances"  // each balance row equals its ledger replayed in seq order (ledger.Replay); none is missing
 	Overdraft = "overdraft" // no balance, debit or Redis remain below zero
 	Redis     = "redis"     // once settled, Redis equals MySQL with nothing pending
 	DLQ       = "dlq"       // every invalid message dead-lettered, nothing else
@@ -115,12 +116,12 @@ func (r *Report) String() string {
 // Check verifies every invariant.
 func Check(ctx context.Context, p Produced, s State) (*Report, error) {
 	r := &Report{Checked: map[string]int{}, Broken: map[string]bool{}}
-	rows, err := load(ctx, s.DB, "SELECT event_id, merchant_id, kind, amount, balance_after, overage FROM quota_ledger",
+	rows, err := load(ctx, s.DB, "SELECT event_id, merchant_id, kind, amount, balance_after, overage, reason, seq FROM quota_ledger",
 		func(r ledger.Row) string { return r.EventID }) // event_id is UNIQUE
 	if err != nil {
 		return nil, err
 	}
-	balances, err := load(ctx, s.DB, "SELECT merchant_id, credited, debited, overdraft_policy, overdraft_floor FROM merchant_balance",
+	balances, err := load(ctx, s.DB, "SELECT merchant_id, credited, debited, overdraft_policy, overdraft_floor, seq FROM merchant_balance",
 		func(b ledger.Balance) string { return b.MerchantID })
 	if err != nil {
 		return nil, err
@@ -243,8 +244,8 @@ func checkEvents(r *Report, p Produced, rows map[string]ledger.Row) {
 		}
 	}
 	for id, row := range rows {
-		if row.Kind == ledger.KindCredit || row.Kind == ledger.KindExpire {
-			continue // grants and their expiries have no payment event
+		if row.Kind != ledger.KindDebit && row.Kind != ledger.KindRejected {
+			continue // grants, their expiries and settlements have no payment event
 		}
 		r.Checked["ledger "+string(row.Kind)+" rows"]++
 		if _, ok := first[id]; !ok {
@@ -253,45 +254,46 @@ func checkEvents(r *Report, p Produced, rows map[string]ledger.Row) {
 	}
 }
 
-// checkBalances: merchant_balance equals the ledger sums, and neither it nor
-// any debit row's balance_after is below what the merchant's overdraft policy
-// allows (0 unless floor or overage).
+// checkBalances: merchant_balance equals the ledger replayed in seq order
+// (ledger.Replay: totals, seq, each row's balance_after, and nothing the
+// model finds wrong), and neither it nor any debit row's balance_after is
+// below what the merchant's overdraft policy allows (0 unless floor or
+// overage).
 func checkBalances(r *Report, rows map[string]ledger.Row, balances map[string]ledger.Balance) {
-	sums := map[string]ledger.Balance{}
+	replayed := ledger.Replay(slices.Collect(maps.Values(rows)), balances, quotaevent.Alerts{})
 	for id, row := range rows {
 		if row.Kind == ledger.KindDebit && row.BalanceAfter != nil && belowPolicy(balances[row.MerchantID].Policy(), *row.BalanceAfter) {
 			r.fail(Overdraft, "debit %s left merchant %s at %d (policy %s)", id, row.MerchantID, *row.BalanceAfter, balances[row.MerchantID].Policy())
 		}
 		if want, ok := overageOf(row, balances[row.MerchantID].Policy()); !ok {
-			after := "none"
-			if row.BalanceAfter != nil {
-				after = strconv.FormatInt(*row.BalanceAfter, 10)
-			}
 			r.fail(Overdraft, "%s %s of merchant %s records overage %d, want %d (balance after %s, policy %s)",
-				row.Kind, id, row.MerchantID, row.Overage, want, after, balances[row.MerchantID].Policy())
+				row.Kind, id, row.MerchantID, row.Overage, want, afterOf(row), balances[row.MerchantID].Policy())
 		}
-		s := sums[row.MerchantID]
-		switch row.Kind {
-		case ledger.KindCredit:
-			s.Credited += row.Amount
-		case ledger.KindDebit, ledger.KindExpire:
-			s.Debited += row.Amount
+		if want := replayed[row.MerchantID]; row.Seq != nil && want != nil && *row.Seq >= 1 && *row.Seq <= int64(len(want.After)) &&
+			(row.BalanceAfter == nil || *row.BalanceAfter != want.After[*row.Seq-1]) {
+			r.fail(Balances, "%s %s of merchant %s (seq %d) records balance_after %s, its ledger replays to %d",
+				row.Kind, id, row.MerchantID, *row.Seq, afterOf(row), want.After[*row.Seq-1])
 		}
-		sums[row.MerchantID] = s
 	}
 	r.Checked["merchants"] = len(balances)
 	for m, b := range balances {
 		if belowPolicy(b.Policy(), b.Available()) {
 			r.fail(Overdraft, "merchant %s overdrawn: credited %d, debited %d (policy %s)", m, b.Credited, b.Debited, b.Policy())
 		}
-		s := sums[m]
-		if s.Credited != b.Credited || s.Debited != b.Debited {
-			r.fail(Balances, "merchant %s balance row %d/%d != ledger sums %d/%d", m, b.Credited, b.Debited, s.Credited, s.Debited)
+		want := replayed[m]
+		if want == nil {
+			want = &ledger.Replayed{}
+		}
+		if want.Credited != b.Credited || want.Debited != b.Debited || want.Seq != b.Seq {
+			r.fail(Balances, "merchant %s balance row %d/%d seq %d != its ledger replayed %d/%d seq %d", m, b.Credited, b.Debited, b.Seq, want.Credited, want.Debited, want.Seq)
 		}
 	}
-	for m, s := range sums {
-		if _, ok := balances[m]; !ok && (s.Credited != 0 || s.Debited != 0) {
-			r.fail(Balances, "merchant %s moves %d/%d in the ledger but has no balance row", m, s.Credited, s.Debited)
+	for m, want := range replayed {
+		for _, f := range want.Faults {
+			r.fail(Balances, "merchant %s: %s", m, f)
+		}
+		if _, ok := balances[m]; !ok && (want.Credited != 0 || want.Debited != 0 || want.Seq != 0) {
+			r.fail(Balances, "merchant %s moves %d/%d in the ledger but has no balance row", m, want.Credited, want.Debited)
 		}
 	}
 }
@@ -434,6 +436,14 @@ func overageOf(row ledger.Row, p ledger.Policy) (want int64, ok bool) {
 		return want, true
 	}
 	return want, row.Overage == want
+}
+
+// afterOf renders a row's balance_after, "none" when it has none.
+func afterOf(row ledger.Row) string {
+	if row.BalanceAfter == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*row.BalanceAfter, 10)
 }
 
 // belowPolicy reports a balance under the lowest the policy allows.

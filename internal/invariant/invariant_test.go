@@ -26,12 +26,12 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	exec("INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES ('m-1', 10, 3), ('m-2', 5, 0)")
-	exec(`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, occurred_at) VALUES
-		(1, 'g-1', 'm-1', 'credit', 10, 10, NOW()),
-		(2, 'e-1', 'm-1', 'debit', 3, 7, NOW()),
-		(3, 'e-2', 'm-1', 'rejected', 50, 7, NOW()),
-		(4, 'g-2', 'm-2', 'credit', 5, 5, NOW())`)
+	exec("INSERT INTO merchant_balance (merchant_id, credited, debited, seq) VALUES ('m-1', 10, 3, 3), ('m-2', 5, 0, 1)")
+	exec(`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, occurred_at, seq) VALUES
+		(1, 'g-1', 'm-1', 'credit', 10, 10, NOW(), 1),
+		(2, 'e-1', 'm-1', 'debit', 3, 7, NOW(), 2),
+		(3, 'e-2', 'm-1', 'rejected', 50, 7, NOW(), 3),
+		(4, 'g-2', 'm-2', 'credit', 5, 5, NOW(), 1)`)
 	rdb.Client.HSet(ctx, rdb.Keys.Quota("m-1"), "remain", 7, "ver", 3)
 	rdb.Client.HSet(ctx, rdb.Keys.Quota("m-2"), "remain", 5, "ver", 1)
 	good := Produced{Valid: []event.PaymentSucceeded{ev("e-1", "m-1", 3), ev("e-2", "m-1", 50), ev("e-1", "m-1", 3)}, Invalid: 1}
@@ -128,12 +128,51 @@ func TestCheckFindsEachViolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"m-2 redis remain 6", "pending p:e-9", "m-1 balance row 11/3 != ledger sums 10/3"} {
+	for _, want := range []string{"m-2 redis remain 6", "pending p:e-9", "m-1 balance row 11/3 seq 3 != its ledger replayed 10/3 seq 3"} {
 		if !strings.Contains(r.String(), want) {
 			t.Errorf("missing %q in:\n%s", want, r)
 		}
 	}
 	if !r.Broken[Redis] || !r.Broken[Balances] {
 		t.Errorf("broken %v, want redis and balances:\n%s", r.Broken, r)
+	}
+}
+
+// The ledger replayed in seq order (ledger.Replay) is what the balance rows
+// and balance_after values must say: rows out of order, or a gap in seq, are
+// found.
+func TestCheckFollowsLedgerOrder(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		mutate []string
+		want   string
+	}{
+		{"rows out of ledger order", []string{ // seq is unique per merchant: one row at a time
+			"UPDATE quota_ledger SET seq = 99 WHERE event_id = 'g-1'",
+			"UPDATE quota_ledger SET seq = 1 WHERE event_id = 'e-1'",
+			"UPDATE quota_ledger SET seq = 2 WHERE event_id = 'g-1'"},
+			"debit e-1 of 3 at balance 0: policy reject does not cover it"},
+		{"a gap in the ledger's seq", []string{"UPDATE quota_ledger SET seq = 7 WHERE event_id = 'e-1'"},
+			"row e-1 has seq 7 where 2 is next"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := testenv.NewMySQL(t)
+			for _, q := range append([]string{
+				"INSERT INTO merchant_balance (merchant_id, credited, debited, seq) VALUES ('m-1', 10, 3, 2)",
+				`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, occurred_at, seq) VALUES
+					(1, 'g-1', 'm-1', 'credit', 10, 10, NOW(), 1), (2, 'e-1', 'm-1', 'debit', 3, 7, NOW(), 2)`,
+			}, tt.mutate...) {
+				if err := db.DB.Exec(q).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := Check(context.Background(), Produced{Valid: []event.PaymentSucceeded{ev("e-1", "m-1", 3)}}, State{DB: db.DB})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Broken[Balances] || !strings.Contains(r.String(), tt.want) {
+				t.Fatalf("want a balances violation with %q:\n%s", tt.want, r)
+			}
+		})
 	}
 }

@@ -42,15 +42,15 @@ func TestCheckKnowsOverdraftPolicies(t *testing.T) {
 			db := testenv.NewMySQL(t)
 			rdb := testenv.NewRedis(t)
 			for _, q := range append([]string{
-				`INSERT INTO merchant_balance (merchant_id, credited, debited, overdraft_policy, overdraft_floor) VALUES
-					('m-floor', 5, 25, 'floor', 20), ('m-over', 5, 12, 'overage', 0)`,
-				`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, overage, occurred_at) VALUES
-					(1, 'g-f', 'm-floor', 'credit', 5, 5, 0, NOW()),
-					(2, 'f-1', 'm-floor', 'debit', 10, -5, 0, NOW()),
-					(3, 'f-2', 'm-floor', 'debit', 15, -20, 0, NOW()),
-					(4, 'g-o', 'm-over', 'credit', 5, 5, 0, NOW()),
-					(5, 'o-1', 'm-over', 'debit', 7, -2, 2, NOW()),
-					(6, 'o-2', 'm-over', 'debit', 5, -7, 5, NOW())`,
+				`INSERT INTO merchant_balance (merchant_id, credited, debited, overdraft_policy, overdraft_floor, seq) VALUES
+					('m-floor', 5, 25, 'floor', 20, 3), ('m-over', 5, 12, 'overage', 0, 3)`,
+				`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, overage, occurred_at, seq) VALUES
+					(1, 'g-f', 'm-floor', 'credit', 5, 5, 0, NOW(), 1),
+					(2, 'f-1', 'm-floor', 'debit', 10, -5, 0, NOW(), 2),
+					(3, 'f-2', 'm-floor', 'debit', 15, -20, 0, NOW(), 3),
+					(4, 'g-o', 'm-over', 'credit', 5, 5, 0, NOW(), 1),
+					(5, 'o-1', 'm-over', 'debit', 7, -2, 2, NOW(), 2),
+					(6, 'o-2', 'm-over', 'debit', 5, -7, 5, NOW(), 3)`,
 			}, tt.mutate...) {
 				if err := db.DB.Exec(q).Error; err != nil {
 					t.Fatal(err)

@@ -2,15 +2,16 @@ package ledger
 
 import "sort"
 
-// takenTotals sums what rows take from each merchant's balance (debits add,
-// credits subtract) and lists every merchant of rows, sorted.
+// takenTotals sums what rows take from each merchant's balance (debits and
+// expiries add, credits and billed rows subtract) and lists every merchant of
+// rows, sorted.
 func takenTotals(rows []Row) (map[string]int64, []string) {
 	totals := make(map[string]int64)
 	for _, r := range rows {
 		switch r.Kind {
 		case KindDebit, KindExpire:
 			totals[r.MerchantID] += r.Amount
-		case KindCredit:
+		case KindCredit, KindBilled:
 			totals[r.MerchantID] -= r.Amount
 		default:
 			if _, seen := totals[r.MerchantID]; seen {
@@ -27,34 +28,48 @@ func takenTotals(rows []Row) (map[string]int64, []string) {
 	return totals, merchants
 }
 
-// setBalanceAfter walks rows in order from each merchant's balance before the
-// batch (its balance now plus what the batch took, see takenTotals), and sets
-// each debit's overage (the part below zero, under the overage policy).
-func setBalanceAfter(rows []Row, bals []Balance, taken map[string]int64) {
-	running := make(map[string]int64, len(bals))
+// rowCounts counts rows per merchant: how many seq numbers each takes.
+func rowCounts(rows []Row) map[string]int64 {
+	n := make(map[string]int64)
+	for _, r := range rows {
+		n[r.MerchantID]++
+	}
+	return n
+}
+
+// sequence walks rows in order from each merchant's balance before the batch
+// and sets each row's Seq and BalanceAfter, and a debit's overage (the part
+// below zero, under the overage policy). bals are the balances after the
+// batch, which took taken (see takenTotals) and one seq number per row; a
+// merchant without a balance row gets neither on its rows.
+func sequence(rows []Row, bals []Balance, taken map[string]int64) {
+	type cursor struct{ balance, seq int64 }
+	at := make(map[string]*cursor, len(bals))
+	counts := rowCounts(rows)
 	policies := policiesOf(bals)
 	for _, b := range bals {
-		running[b.MerchantID] = b.Available() + taken[b.MerchantID]
+		at[b.MerchantID] = &cursor{balance: b.Available() + taken[b.MerchantID], seq: b.Seq - counts[b.MerchantID]}
 	}
 	for i := range rows {
-		bal, known := running[rows[i].MerchantID]
+		r := &rows[i]
+		c, known := at[r.MerchantID]
+		r.Overage = 0
 		if !known {
-			rows[i].BalanceAfter = nil
+			r.BalanceAfter, r.Seq = nil, nil
 			continue
 		}
-		rows[i].Overage = 0
-		switch rows[i].Kind {
+		switch r.Kind {
 		case KindDebit:
-			rows[i].Overage = policies[rows[i].MerchantID].Overage(bal, rows[i].Amount)
-			bal -= rows[i].Amount
+			r.Overage = policies[r.MerchantID].Overage(c.balance, r.Amount)
+			c.balance -= r.Amount
 		case KindExpire:
-			bal -= rows[i].Amount
-		case KindCredit:
-			bal += rows[i].Amount
+			c.balance -= r.Amount
+		case KindCredit, KindBilled:
+			c.balance += r.Amount
 		}
-		running[rows[i].MerchantID] = bal
-		v := bal
-		rows[i].BalanceAfter = &v
+		c.seq++
+		after, seq := c.balance, c.seq
+		r.BalanceAfter, r.Seq = &after, &seq
 	}
 }
 

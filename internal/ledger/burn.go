@@ -174,3 +174,7 @@ func DerivedID(prefix, id string) string {
 
 // ExpireID is the event id of the expire row of a grant: once per grant, ever.
 func ExpireID(grantID string) string { return DerivedID("expire:", grantID) }
+
+// BilledID is the event id of the billed row that a grant's arrival wrote:
+// once per grant, ever.
+func BilledID(grantID string) string { return DerivedID("billed:", grantID) }

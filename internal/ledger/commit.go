@@ -9,25 +9,27 @@ import (
 )
 
 // Commit records one batch (debits and rejections; Grant writes credits) in
-// one transaction: every row is inserted and one UPDATE moves each merchant's
-// balance by its debits, behind the overdraft guard (see guardedDebit). A
-// rejected row is written only when MySQL, in the same transaction, agrees:
-// the balance at that row cannot cover it, or there is no balance row
-// (unknown_merchant); otherwise the cache under-reported (*GuardError, Covered).
+// one transaction: one UPDATE moves each merchant's balance by its debits,
+// behind the overdraft guard, and takes the seq numbers of its rows (see
+// balanceMove); then every row is inserted. A rejected row is written only
+// when MySQL, in the same transaction, agrees: the balance at that row cannot
+// cover it, or there is no balance row (unknown_merchant); otherwise the cache
+// under-reported (*GuardError, Covered).
 //
-// Commit fills in ID (when zero: fresh per attempt, see MaxTxAge), CreatedAt
-// and BalanceAfter: MySQL's balance after the row, nil for an unknown merchant.
+// Commit fills in ID (when zero: fresh per attempt, see MaxTxAge), CreatedAt,
+// Seq and BalanceAfter: MySQL's balance after the row; both nil for an
+// unknown merchant.
 //
-// Errors (nothing written): *GuardError, ErrDuplicate, *RefusedError (EventID
-// set when the row is known); others are transient, and the outcome may be
-// unknown (a lost COMMIT reply): ask ExistingEvents.
+// Errors (nothing written): *GuardError, *ExpiryDueError, ErrDuplicate,
+// *RefusedError (EventID set when the row is known); others are transient,
+// and the outcome may be unknown (a lost COMMIT reply): ask ExistingEvents.
 func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	for _, r := range rows {
-		if r.Kind == KindCredit {
-			return fmt.Errorf("ledger: Commit does not write credits (event %s); use Grant", r.EventID)
+		if r.Kind != KindDebit && r.Kind != KindRejected {
+			return fmt.Errorf("ledger: Commit writes debits and rejections, not %s (event %s)", r.Kind, r.EventID)
 		}
 		if err := r.Check(); err != nil {
 			return &RefusedError{EventID: r.EventID, Err: err}
@@ -46,27 +48,25 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			rows[i].CreatedAt = now
 		}
 	}
-	update, args, guarded := guardedDebit(merchants, debits)
+	update, args := balanceMove(merchants, debits, rowCounts(rows))
 	wrote := false // the committed attempt wrote balance events
 	for attempt := 1; ; attempt++ {
-		err := s.inSQLTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := s.inSQLTxOpts(ctx, readCommitted, func(ctx context.Context, tx *sql.Tx) error {
 			if err := s.assignIDs(rows, fresh); err != nil {
 				return err
 			}
-			if guarded > 0 {
-				n, err := s.exec(ctx, tx, update, args)
-				if err != nil {
-					return fmt.Errorf("ledger: debit %d merchants: %w", guarded, err)
-				}
-				if n != int64(guarded) {
-					return errGuardShort
-				}
+			moved, err := s.exec(ctx, tx, update, args)
+			if err != nil {
+				return fmt.Errorf("ledger: move %d balances: %w", len(merchants), err)
 			}
 			bals, err := s.balancesInTx(ctx, tx, merchants)
 			if err != nil {
 				return err
 			}
-			setBalanceAfter(rows, bals, debits)
+			if moved != movable(bals, debits) {
+				return errGuardShort
+			}
+			sequence(rows, bals, debits)
 			if g := staleRejection(rows, policiesOf(bals)); g != nil {
 				return g
 			}
@@ -76,12 +76,9 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			if err := s.insert(ctx, tx, rows); err != nil {
 				return err
 			}
-			evs := s.batchEvents(rows, bals, debits)
+			evs := s.txEvents(rows, bals)
 			wrote = len(evs) > 0
-			return writeOutbox(evs, func(q string, args []any) error {
-				_, err := s.exec(ctx, tx, q, args)
-				return err
-			})
+			return s.writeOutbox(ctx, tx, evs)
 		})
 		if err == nil && wrote {
 			s.eventsWritten()
@@ -91,7 +88,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 		}
 		// Rolled back. An expiry that was due refused it: the caller drops
 		// the caches, records the expiries (Expire) and redoes the batch.
-		due, err := s.DueAmong(ctx, withDebits(merchants, debits))
+		due, err := s.DueAmong(ctx, merchants)
 		if err != nil {
 			return err
 		}
@@ -99,7 +96,8 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			return &ExpiryDueError{Merchants: due}
 		}
 		// Name the merchant (the first, in merchant order) whose guard
-		// refused; a balance raised meanwhile (a grant) lets it pass now.
+		// refused; a balance raised meanwhile (a grant), or a merchant
+		// created meanwhile, lets it pass now.
 		guard, err := s.refusedGuard(ctx, merchants, debits)
 		switch {
 		case err != nil:
@@ -113,44 +111,86 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	}
 }
 
-// errGuardShort: the guarded UPDATE moved fewer balances than it was given;
+// errGuardShort: the balance UPDATE moved fewer balances than it was given;
 // the transaction is rolled back and refusedGuard names the merchant.
 var errGuardShort = errors.New("ledger: a balance guard refused its debit")
 
-// guardedDebit builds the one statement that moves the balance of every
-// merchant with a debit total, each behind its own overdraft guard:
+// balanceMove builds the one statement that moves the balance of every
+// merchant of a batch (args: debits, each merchant's debit total; rows, its
+// number of rows), each behind its own guards:
 //
 //	UPDATE merchant_balance FORCE INDEX (PRIMARY)
-//	SET debited = debited + CASE merchant_id WHEN ? THEN ? ... END
+//	SET debited = debited + CASE merchant_id WHEN ? THEN ? ... ELSE 0 END,
+//	    seq = seq + CASE merchant_id WHEN ? THEN ? ... END
 //	WHERE merchant_id IN (?, ...)
-//	  AND (overdraft_policy = 'overage'
-//	       OR credited - debited + overdraft_floor >= CASE merchant_id WHEN ? THEN ? ... END)
 //	  AND (next_expiry IS NULL OR next_expiry > UTC_TIMESTAMP(6))
+//	  AND (merchant_id IN (<no debit>) OR overdraft_policy = 'overage'
+//	       OR credited - debited + overdraft_floor >= CASE merchant_id WHEN ? THEN ? ... END)
 //
-// A merchant whose guard fails (or who has no row) is not matched: fewer rows
-// than guarded. The expiry clause makes MySQL's clock the boundary of a
-// grant's life: no debit commits once an expiry is due and unrecorded, so a
-// debit before it is paid by the expiring grant and one after it by the
-// next. The hint keeps it locking through the primary key, in key order (no
-// deadlock between batches): a full index scan would lock every row it reads
-// and serialize all batches.
-func guardedDebit(merchants []string, debits map[string]int64) (sql string, args []any, guarded int) {
-	debited := withDebits(merchants, debits)
+// seq hands each merchant's rows their numbers under the row's lock, so a
+// merchant's ledger order is the order its balance moved. A merchant whose
+// guard fails (or who has no row) is not matched: fewer rows than movable. The
+// expiry clause makes MySQL's clock the boundary of a grant's life: nothing of
+// a merchant commits once an expiry is due and unrecorded, so a debit before
+// it is paid by the expiring grant and one after it by the next. The hint
+// keeps it locking through the primary key, in key order (no deadlock between
+// batches): a full index scan would lock every row it reads.
+func balanceMove(merchants []string, debits, rows map[string]int64) (sql string, args []any) {
+	var debited, rest []string
+	for _, m := range merchants {
+		if debits[m] != 0 {
+			debited = append(debited, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	debit, debitArgs := caseOf(debited, debits)
+	count, countArgs := caseOf(merchants, rows)
+	in, ids := InList(merchants)
+	sql = "UPDATE merchant_balance FORCE INDEX (PRIMARY) SET debited = debited + " + debit + ", seq = seq + " + count +
+		" WHERE merchant_id IN (" + in + ") AND (next_expiry IS NULL OR next_expiry > UTC_TIMESTAMP(6))"
+	args = append(append(append(args, debitArgs...), countArgs...), ids...)
 	if len(debited) == 0 {
-		return "", nil, 0
+		return sql, args
 	}
-	pairs := make([]any, 0, 2*len(debited))
-	for _, m := range debited {
-		pairs = append(pairs, m, debits[m])
+	guard := "overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= " + debit
+	if len(rest) > 0 {
+		restIn, restIDs := InList(rest)
+		guard = "merchant_id IN (" + restIn + ") OR " + guard
+		args = append(args, restIDs...)
 	}
-	in, ids := InList(debited)
-	amount := "CASE merchant_id" + strings.Repeat(" WHEN ? THEN ?", len(debited)) + " END"
-	sql = "UPDATE merchant_balance FORCE INDEX (PRIMARY) SET debited = debited + " + amount +
-		" WHERE merchant_id IN (" + in + ") AND (overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= " + amount + ")" +
-		" AND (next_expiry IS NULL OR next_expiry > UTC_TIMESTAMP(6))"
-	args = make([]any, 0, 2*len(pairs)+len(ids))
-	args = append(append(append(args, pairs...), ids...), pairs...)
-	return sql, args, len(debited)
+	return sql + " AND (" + guard + ")", append(args, debitArgs...)
+}
+
+// caseOf is "CASE merchant_id WHEN ? THEN ? ... ELSE 0 END" over merchants,
+// with values[m] for each, and its arguments.
+func caseOf(merchants []string, values map[string]int64) (string, []any) {
+	if len(merchants) == 0 {
+		return "0", nil
+	}
+	args := make([]any, 0, 2*len(merchants))
+	for _, m := range merchants {
+		args = append(args, m, values[m])
+	}
+	return "CASE merchant_id" + strings.Repeat(" WHEN ? THEN ?", len(merchants)) + " ELSE 0 END", args
+}
+
+// movable is how many balance rows balanceMove must have moved: every
+// merchant with a debit (one without a row refuses, as the guard does) and
+// every other one that has a row (bals, read after the move).
+func movable(bals []Balance, debits map[string]int64) int64 {
+	n := int64(0)
+	for _, d := range debits {
+		if d != 0 {
+			n++
+		}
+	}
+	for _, b := range bals {
+		if debits[b.MerchantID] == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // withDebits lists the merchants with a debit total, in the order of merchants.
@@ -182,13 +222,14 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 }
 
 // balancesInTx reads the balances of merchants in the batch's transaction,
-// after the guarded UPDATE, locked (shared) so that no grant lands between a
-// rejection's check and its commit. Under the merchants' Redis locks nobody
-// else holds these rows: no wait in the normal case.
+// after the UPDATE that locked them: what this transaction made of them.
+// (Under READ COMMITTED a merchant with no row takes no lock: a grant may
+// create it before this commits, but the rejection was decided while it
+// did not exist, and the merchant locks keep the two apart anyway.)
 func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]Balance, error) {
 	in, args := InList(merchants)
 	bals := make([]Balance, 0, len(merchants))
-	err := s.query(ctx, tx, "SELECT "+balanceColumns+" FROM merchant_balance WHERE merchant_id IN ("+in+") LOCK IN SHARE MODE",
+	err := s.query(ctx, tx, "SELECT "+balanceColumns+" FROM merchant_balance WHERE merchant_id IN ("+in+")",
 		args, func(rows *sql.Rows) error {
 			b, err := scanBalance(rows)
 			if err != nil {
@@ -237,23 +278,26 @@ func InsertStatement(rows []Row) (string, []any) {
 }
 
 func insertSQL(rows int) string {
-	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	return "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, overage, grant_id) VALUES " +
+	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	return "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, overage, grant_id, seq) VALUES " +
 		tuple + strings.Repeat(", "+tuple, rows-1)
 }
 
 func insertArgs(rows []Row) []any {
-	args := make([]any, 0, 13*len(rows))
+	args := make([]any, 0, 14*len(rows))
 	for _, r := range rows {
-		var after, grant any
+		var after, grant, seq any
 		if r.BalanceAfter != nil {
 			after = *r.BalanceAfter
 		}
 		if r.GrantID != nil {
 			grant = *r.GrantID
 		}
+		if r.Seq != nil {
+			seq = *r.Seq
+		}
 		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, after,
-			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt, r.Overage, grant)
+			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt, r.Overage, grant, seq)
 	}
 	return args
 }

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // DueExpiries lists up to limit merchants with an expiry due by MySQL's
@@ -83,7 +81,7 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 			return err
 		}
 		var rows []Row
-		var evs []quotaevent.Event
+		var after []Balance // of the merchants with rows, after them (low_base as before)
 		for _, b := range bals {
 			bk := books[b.MerchantID]
 			bk.adopt(b.Available(), now)
@@ -99,37 +97,16 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 			if len(mrows) == 0 {
 				continue
 			}
-			var taken int64
-			var credited int64
-			for _, r := range mrows {
-				if r.Kind == KindExpire {
-					taken += r.Amount
-				} else {
-					credited += r.Amount
-				}
-			}
-			if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET debited = debited + ?, credited = credited + ? WHERE merchant_id = ?",
-				[]any{taken, credited, b.MerchantID}); err != nil {
+			t, _ := takenTotals(mrows)
+			taken, credited := sumsOf(mrows)
+			if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET debited = debited + ?, credited = credited + ?, seq = seq + ?, low_base = credited - debited WHERE merchant_id = ?",
+				[]any{taken, credited, len(mrows), b.MerchantID}); err != nil {
 				return fmt.Errorf("ledger: expire grants of %s: %w", b.MerchantID, err)
 			}
 			debited[b.MerchantID] += taken
-			bal, cred := b.Available(), b.Credited
-			for i := range mrows {
-				r := &mrows[i]
-				c := quotaevent.Change{CausedBy: r.EventID, Before: bal, After: bal - r.Amount, CreditedBefore: cred}
-				t := quotaevent.Expired
-				if r.Kind == KindCredit {
-					c.After, c.Credit, t = bal+r.Amount, true, quotaevent.Granted
-					cred += r.Amount
-				}
-				evs = append(evs, quotaevent.NewEvent(t, b.MerchantID, r.EventID, c.Before, c.After, nil, now))
-				after := b
-				after.Credited = cred
-				evs = append(evs, quotaevent.Crossed(b.MerchantID, c, s.levels(after), now)...)
-				bal = c.After
-				v := bal
-				r.BalanceAfter = &v
-			}
+			b.Debited, b.Credited, b.Seq = b.Debited+taken, b.Credited+credited, b.Seq+int64(len(mrows))
+			sequence(mrows, []Balance{b}, t)
+			after = append(after, b)
 			rows = append(rows, mrows...)
 			moved = append(moved, b.MerchantID)
 		}
@@ -139,21 +116,15 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 		if len(rows) == 0 {
 			return nil
 		}
-		all := make([]int, len(rows))
-		for i := range all {
-			all[i] = i
-		}
-		if err := s.assignIDs(rows, all); err != nil {
+		if err := s.assignIDs(rows, freshIDs(rows)); err != nil {
 			return err
 		}
 		if err := s.insert(ctx, tx, rows); err != nil {
 			return err
 		}
+		evs := s.txEvents(rows, after)
 		wrote = len(evs) > 0
-		return writeOutbox(evs, func(q string, args []any) error {
-			_, err := s.exec(ctx, tx, q, args)
-			return err
-		})
+		return s.writeOutbox(ctx, tx, evs)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: expire: %w", err)
@@ -162,6 +133,18 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 		s.eventsWritten()
 	}
 	return moved, nil
+}
+
+// sumsOf adds up what expiry rows take (expire rows) and give (rollovers).
+func sumsOf(rows []Row) (taken, credited int64) {
+	for _, r := range rows {
+		if r.Kind == KindExpire {
+			taken += r.Amount
+		} else {
+			credited += r.Amount
+		}
+	}
+	return taken, credited
 }
 
 // expireDue splits active grants at now: those still active, those that

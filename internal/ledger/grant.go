@@ -5,10 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
-
-	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // Credit is one grant to record: ID is the grant id, the row's event_id.
@@ -65,11 +64,13 @@ func (s *Store) Grant(ctx context.Context, credits []Credit) ([]Credited, error)
 			if len(fresh) == 0 {
 				return nil
 			}
-			if wrote, err = s.writeCredits(ctx, tx, fresh, terms); err != nil {
+			written, w, err := s.writeCredits(ctx, tx, fresh, terms)
+			if err != nil {
 				return err
 			}
-			byID := make(map[string]Row, len(fresh))
-			for _, r := range fresh {
+			wrote = w
+			byID := make(map[string]Row, len(written))
+			for _, r := range written {
 				byID[r.EventID] = r
 			}
 			for i := range out {
@@ -126,74 +127,93 @@ func decideCredits(want []Row, existing map[string]Row) (out []Credited, fresh [
 	return out, fresh
 }
 
-// writeCredits gives rows ids, raises each merchant's credited once (in
-// merchant order: no deadlock between batches), sets balance_after, records
-// each as a grant (terms by id) and moves the merchants' heads, inserts the
-// rows and their balance events; it reports whether it wrote any event.
-func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, rows []Row, terms map[string]Credit) (bool, error) {
-	all := make([]int, len(rows))
-	for i := range all {
-		all[i] = i
-	}
-	if err := s.assignIDs(rows, all); err != nil {
-		return false, err
-	}
-	moved, merchants := takenTotals(rows)
-	args := make([]any, 0, 2*len(merchants))
+// writeCredits raises each merchant's credited once (in merchant order: no
+// deadlock between batches), creating its balance row if needed; takes a
+// merchant's billed overage off its balance first (billOverage); gives the rows ids, seq
+// numbers and balance_after; records each credit as a grant (terms by id)
+// and moves the merchants' heads; inserts the rows and their balance events.
+// It returns the rows written, billed rows first, and whether it wrote any
+// event.
+func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, credits []Row, terms map[string]Credit) ([]Row, bool, error) {
+	moved, merchants := takenTotals(credits)
+	counts := rowCounts(credits)
+	args := make([]any, 0, 3*len(merchants))
 	for _, m := range merchants {
-		args = append(args, m, -moved[m])
+		args = append(args, m, -moved[m], counts[m])
 	}
-	upsert := "INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES (?, ?, 0)" +
-		strings.Repeat(", (?, ?, 0)", len(merchants)-1) + " ON DUPLICATE KEY UPDATE credited = credited + VALUES(credited)"
+	upsert := "INSERT INTO merchant_balance (merchant_id, credited, debited, seq) VALUES (?, ?, 0, ?)" +
+		strings.Repeat(", (?, ?, 0, ?)", len(merchants)-1) +
+		" ON DUPLICATE KEY UPDATE credited = credited + VALUES(credited), seq = seq + VALUES(seq)"
 	if _, err := s.exec(ctx, tx, upsert, args); err != nil {
-		return false, fmt.Errorf("ledger: credit %d merchant(s): %w", len(merchants), err)
+		return nil, false, fmt.Errorf("ledger: credit %d merchant(s): %w", len(merchants), err)
 	}
 	bals, err := s.balancesInTx(ctx, tx, merchants)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	setBalanceAfter(rows, bals, moved)
-	if err := s.bookCredits(ctx, tx, rows, bals, moved, terms); err != nil {
-		return false, err
+	first := make(map[string]Row, len(merchants))
+	for _, r := range credits {
+		if _, seen := first[r.MerchantID]; !seen {
+			first[r.MerchantID] = r
+		}
+	}
+	billed, err := s.billOverage(ctx, tx, bals, moved, first)
+	if err != nil {
+		return nil, false, err
+	}
+	rows := append(billed, credits...)
+	slices.SortStableFunc(rows, func(a, b Row) int { return strings.Compare(a.MerchantID, b.MerchantID) })
+	if err := s.assignIDs(rows, freshIDs(rows)); err != nil {
+		return nil, false, err
+	}
+	taken, _ := takenTotals(rows)
+	sequence(rows, bals, taken)
+	if err := s.bookCredits(ctx, tx, rows, bals, taken, terms); err != nil {
+		return nil, false, err
 	}
 	if err := s.insert(ctx, tx, rows); err != nil {
-		return false, err
+		return nil, false, err
 	}
-	evs := s.creditEvents(rows, bals, moved)
-	return len(evs) > 0, writeOutbox(evs, func(q string, args []any) error {
-		_, err := s.exec(ctx, tx, q, args)
-		return err
-	})
+	evs := s.txEvents(rows, bals)
+	// The base of percentage thresholds is now the balance after the credits
+	// (read as it was before them by txEvents).
+	in, ids := InList(merchants)
+	if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET low_base = credited - debited WHERE merchant_id IN ("+in+")", ids); err != nil {
+		return nil, false, fmt.Errorf("ledger: credit %d merchant(s): %w", len(merchants), err)
+	}
+	return rows, len(evs) > 0, s.writeOutbox(ctx, tx, evs)
 }
 
-// creditEvents lists the balance events of credit rows in order: each row's
-// balance is the merchant's after the batch (bals) less the credits that
-// follow it. A merchant that had neither credit nor debit before its first
-// grant is new, and a new merchant recovers nothing.
-func (s *Store) creditEvents(rows []Row, bals []Balance, moved map[string]int64) []quotaevent.Event {
-	at := make(map[string]Balance, len(bals))
-	for _, b := range bals {
-		b.Credited += moved[b.MerchantID] // moved is negative: what the batch credited
-		at[b.MerchantID] = b
-	}
-	var out []quotaevent.Event
-	for _, r := range rows {
-		b, known := at[r.MerchantID]
-		if !known {
+// billOverage ends the billed overage of the merchants of bals (after
+// their credits, which took taken) that are below zero under the overage
+// policy: a billed row each, keyed by its first credit (firstCredit), brings
+// the balance back to zero before the credits, so that they are not spent on
+// units that are billed; it adds to credited. bals are updated.
+func (s *Store) billOverage(ctx context.Context, tx *sql.Tx, bals []Balance, taken map[string]int64, firstCredit map[string]Row) ([]Row, error) {
+	var rows []Row
+	for i := range bals {
+		b := &bals[i]
+		owed := -(b.Available() + taken[b.MerchantID])
+		if b.PolicyKind != PolicyOverage || owed <= 0 {
 			continue
 		}
-		created := b.Credited == 0 && b.Debited == 0
-		b.Credited += r.Amount
-		at[r.MerchantID] = b
-		out = append(out, s.grantEvents(r, b, created)...)
+		if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET credited = credited + ?, seq = seq + 1 WHERE merchant_id = ?",
+			[]any{owed, b.MerchantID}); err != nil {
+			return nil, fmt.Errorf("ledger: take the billed overage of %s off its balance: %w", b.MerchantID, err)
+		}
+		b.Credited, b.Seq = b.Credited+owed, b.Seq+1
+		c := firstCredit[b.MerchantID]
+		grant := c.EventID
+		rows = append(rows, Row{EventID: BilledID(grant), MerchantID: b.MerchantID, Kind: KindBilled, Amount: owed,
+			Reason: ReasonOverage, Source: c.Source, GrantID: &grant, OccurredAt: c.OccurredAt, CreatedAt: c.CreatedAt})
 	}
-	return out
+	return rows, nil
 }
 
 // bookCredits records credit rows as grants: each pays back what the merchant
-// owes first (PayBack), then the merchants' heads move. bals are after the
-// credits; moved is minus what they credited per merchant.
-func (s *Store) bookCredits(ctx context.Context, tx *sql.Tx, rows []Row, bals []Balance, moved map[string]int64, terms map[string]Credit) error {
+// owes first (PayBack; a billed row before them has taken billed overage off),
+// then the merchants' heads move. bals are after the rows, which took taken.
+func (s *Store) bookCredits(ctx context.Context, tx *sql.Tx, rows []Row, bals []Balance, taken map[string]int64, terms map[string]Credit) error {
 	debited := debitedOf(bals)
 	books, err := s.loadBooks(ctx, tx, bals, debited)
 	if err != nil {
@@ -201,12 +221,16 @@ func (s *Store) bookCredits(ctx context.Context, tx *sql.Tx, rows []Row, bals []
 	}
 	avail := make(map[string]int64, len(bals))
 	for m, bk := range books {
-		avail[m] = bk.bal.Available() + moved[m]
+		avail[m] = bk.bal.Available() + taken[m]
 		bk.adopt(avail[m], rows[0].CreatedAt)
 	}
 	for _, r := range rows {
 		bk, ok := books[r.MerchantID]
 		if !ok {
+			continue
+		}
+		if r.Kind == KindBilled {
+			avail[r.MerchantID] += r.Amount
 			continue
 		}
 		c := terms[r.EventID]

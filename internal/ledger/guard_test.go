@@ -10,38 +10,41 @@ import (
 	"testing"
 )
 
-func TestGuardedDebit(t *testing.T) {
+func TestBalanceMove(t *testing.T) {
 	tests := []struct {
 		name      string
 		merchants []string
 		debits    map[string]int64
-		guarded   int
 		args      []any
+		guard     bool
 	}{
-		{"nothing debited", []string{"m-a"}, map[string]int64{"m-a": 0}, 0, nil},
-		{"one", []string{"m-a"}, map[string]int64{"m-a": 5}, 1, []any{"m-a", int64(5), "m-a", "m-a", int64(5)}},
-		{"rejections only are skipped", []string{"m-a", "m-b", "m-c"}, map[string]int64{"m-a": 2, "m-b": 0, "m-c": 7}, 2,
-			[]any{"m-a", int64(2), "m-c", int64(7), "m-a", "m-c", "m-a", int64(2), "m-c", int64(7)}},
+		{"rejections only: no balance guard", []string{"m-a"}, map[string]int64{"m-a": 0},
+			[]any{"m-a", int64(1), "m-a"}, false},
+		{"one", []string{"m-a"}, map[string]int64{"m-a": 5},
+			[]any{"m-a", int64(5), "m-a", int64(1), "m-a", "m-a", int64(5)}, true},
+		{"rejections only are not guarded", []string{"m-a", "m-b", "m-c"}, map[string]int64{"m-a": 2, "m-b": 0, "m-c": 7},
+			[]any{"m-a", int64(2), "m-c", int64(7), "m-a", int64(1), "m-b", int64(1), "m-c", int64(1), "m-a", "m-b", "m-c", "m-b", "m-a", int64(2), "m-c", int64(7)}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sql, args, guarded := guardedDebit(tt.merchants, tt.debits)
-			if guarded != tt.guarded || !reflect.DeepEqual(args, tt.args) {
-				t.Fatalf("guarded %d, args %v; want %d, %v", guarded, args, tt.guarded, tt.args)
+			rows := map[string]int64{}
+			for _, m := range tt.merchants {
+				rows[m] = 1
 			}
-			if guarded == 0 {
-				if sql != "" {
-					t.Fatalf("sql = %q, want none", sql)
-				}
-				return
+			sql, args := balanceMove(tt.merchants, tt.debits, rows)
+			if !reflect.DeepEqual(args, tt.args) {
+				t.Fatalf("args %v; want %v", args, tt.args)
 			}
 			if n := strings.Count(sql, "?"); n != len(args) {
 				t.Fatalf("%d placeholders for %d args: %s", n, len(args), sql)
 			}
-			for _, want := range []string{"FORCE INDEX (PRIMARY)", "overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= CASE merchant_id"} {
+			for _, want := range []string{"FORCE INDEX (PRIMARY)", "seq = seq + CASE merchant_id", "next_expiry IS NULL OR next_expiry > UTC_TIMESTAMP(6)"} {
 				if !strings.Contains(sql, want) {
 					t.Fatalf("sql lacks %q: %s", want, sql)
 				}
+			}
+			if got := strings.Contains(sql, "credited - debited + overdraft_floor >= CASE merchant_id"); got != tt.guard {
+				t.Fatalf("balance guard %v, want %v: %s", got, tt.guard, sql)
 			}
 		})
 	}
@@ -99,7 +102,7 @@ func TestCommitManyMerchants(t *testing.T) {
 // The guarded UPDATE reads and locks only the batch's rows through the
 // primary key. Without the hint, a batch naming a good share of the table
 // would scan the whole index and, at REPEATABLE READ, lock every row it read.
-func TestGuardedDebitUsesPrimaryKeyRange(t *testing.T) {
+func TestBalanceMoveUsesPrimaryKeyRange(t *testing.T) {
 	s, db := newStore(t)
 	var values []string
 	for i := range 1000 {
@@ -118,7 +121,7 @@ func TestGuardedDebitUsesPrimaryKeyRange(t *testing.T) {
 		merchants = append(merchants, m)
 		debits[m] = 3
 	}
-	sql, args, _ := guardedDebit(merchants, debits)
+	sql, args := balanceMove(merchants, debits, debits)
 	rows, err := s.db.Raw("EXPLAIN "+sql, args...).Rows()
 	if err != nil {
 		t.Fatal(err)

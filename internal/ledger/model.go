@@ -18,6 +18,7 @@ const (
 	KindDebit    Kind = "debit"    // quota used by a payment; adds to debited
 	KindRejected Kind = "rejected" // a payment that used nothing (insufficient, unknown merchant)
 	KindExpire   Kind = "expire"   // the remainder of an expired grant; adds to debited
+	KindBilled   Kind = "billed"   // billed overage taken off the balance by a grant: back to zero; adds to credited
 )
 
 // Reasons written on ledger rows.
@@ -28,6 +29,7 @@ const (
 	ReasonUnknownMerchant = "unknown_merchant"
 	ReasonExpiry          = "expiry"
 	ReasonRollover        = "rollover"
+	ReasonOverage         = "overage"
 )
 
 // Column limits of quota_ledger (migrations/0002_quota_ledger.up.sql).
@@ -55,7 +57,11 @@ type Row struct {
 	// GrantID is the grant that paid the whole debit, or that an expire row
 	// ends (set by Commit and Expire); nil for a debit paid by several grants
 	// (quota_attribution) or owed.
-	GrantID    *string   `gorm:"column:grant_id"`
+	GrantID *string `gorm:"column:grant_id"`
+	// Seq is the row's place in its merchant's ledger (1, 2, 3 ... in commit
+	// order, set by the transaction that writes it); nil for a rejection of
+	// an unknown merchant.
+	Seq        *int64    `gorm:"column:seq"`
 	OccurredAt time.Time `gorm:"column:occurred_at"`
 	CreatedAt  time.Time `gorm:"column:created_at"`
 }
@@ -70,8 +76,8 @@ func (r Row) Check() error {
 		return fmt.Errorf("event_id must be 1..%d characters", maxIDChars)
 	case r.MerchantID == "" || utf8.RuneCountInString(r.MerchantID) > maxIDChars:
 		return fmt.Errorf("merchant_id must be 1..%d characters", maxIDChars)
-	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected && r.Kind != KindExpire:
-		return fmt.Errorf("kind %q is not credit, debit, rejected or expire", r.Kind)
+	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected && r.Kind != KindExpire && r.Kind != KindBilled:
+		return fmt.Errorf("kind %q is not credit, debit, rejected, expire or billed", r.Kind)
 	case r.Amount <= 0:
 		return fmt.Errorf("amount %d must be positive", r.Amount)
 	case utf8.RuneCountInString(r.Reason) > maxReasonChars:
@@ -106,8 +112,13 @@ type Balance struct {
 	HeadGrant  *string    `gorm:"column:head_grant"`
 	HeadEnd    *int64     `gorm:"column:head_end"`
 	NextExpiry *time.Time `gorm:"column:next_expiry"`
-	CreatedAt  time.Time  `gorm:"column:created_at"`
-	UpdatedAt  time.Time  `gorm:"column:updated_at"`
+	// Seq is the seq of the merchant's last ledger row (see Row.Seq).
+	Seq int64 `gorm:"column:seq"`
+	// LowBase is what a percentage threshold is of: the available balance
+	// right after the merchant's last credit or expiry.
+	LowBase   int64     `gorm:"column:low_base"`
+	CreatedAt time.Time `gorm:"column:created_at"`
+	UpdatedAt time.Time `gorm:"column:updated_at"`
 }
 
 // TableName is the GORM table of Balance.

@@ -9,8 +9,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// A merchant's page holds its rows only, above the cursor, in id order, and
-// is one range of the (merchant_id, id) index, not a scan of the table.
+// A merchant's page holds its rows only, above the cursor, in seq order (1,
+// 2, 3 ...), and is one range of the (merchant_id, seq) index, not a scan of
+// the table.
 func TestMerchantRows(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
@@ -35,11 +36,11 @@ func TestMerchantRows(t *testing.T) {
 		t.Fatalf("m-3 has %d rows, want %d", len(all), 1+each)
 	}
 	for i, r := range all {
-		if r.MerchantID != "m-3" || (i > 0 && r.ID <= all[i-1].ID) {
+		if r.MerchantID != "m-3" || value(r.Seq) != int64(i+1) {
 			t.Fatalf("row %d: %+v", i, r)
 		}
 	}
-	page, err := s.MerchantRows(ctx, "m-3", all[9].ID, 5)
+	page, err := s.MerchantRows(ctx, "m-3", *all[9].Seq, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestMerchantRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []Row
-	stmt := merchantRows(s.db.Session(&gorm.Session{DryRun: true}), "m-3", all[9].ID, 100, &rows).Statement
+	stmt := merchantRows(s.db.Session(&gorm.Session{DryRun: true}), "m-3", *all[9].Seq, 100, &rows).Statement
 	var plan []struct {
 		Key  sql.NullString `gorm:"column:key"`
 		Type string         `gorm:"column:type"`
@@ -59,7 +60,7 @@ func TestMerchantRows(t *testing.T) {
 	if err := s.db.Raw("EXPLAIN "+stmt.SQL.String(), stmt.Vars...).Scan(&plan).Error; err != nil {
 		t.Fatal(err)
 	}
-	if len(plan) != 1 || plan[0].Key.String != "quota_ledger_merchant_id" || plan[0].Type != "range" {
-		t.Fatalf("EXPLAIN %s: %+v, want a range of quota_ledger_merchant_id", stmt.SQL.String(), plan)
+	if len(plan) != 1 || plan[0].Key.String != "quota_ledger_merchant_seq" || plan[0].Type != "range" {
+		t.Fatalf("EXPLAIN %s: %+v, want a range of quota_ledger_merchant_seq", stmt.SQL.String(), plan)
 	}
 }

@@ -151,9 +151,12 @@ func (s *Store) trace(ctx context.Context, start time.Time, query string, args [
 	}, err)
 }
 
-// MerchantRows returns up to limit ledger rows of merchantID with ids above
-// after, in id order: one range of the index (merchant_id, id), so a page
-// costs the same wherever it starts.
+// MerchantRows returns up to limit ledger rows of merchantID with seq above
+// after, in seq (commit) order: one range of the index (merchant_id, seq), so
+// a page costs the same wherever it starts, and a reader paging while rows
+// commit never misses one (a row commits after every row with a lower seq).
+// The rejections recorded while the merchant had no balance row have no seq
+// and are not listed.
 func (s *Store) MerchantRows(ctx context.Context, merchantID string, after int64, limit int) ([]Row, error) {
 	var rows []Row
 	if err := merchantRows(s.db.WithContext(ctx), merchantID, after, limit, &rows).Error; err != nil {
@@ -163,5 +166,5 @@ func (s *Store) MerchantRows(ctx context.Context, merchantID string, after int64
 }
 
 func merchantRows(db *gorm.DB, merchantID string, after int64, limit int, rows *[]Row) *gorm.DB {
-	return db.Where("merchant_id = ? AND id > ?", merchantID, after).Order("id").Limit(limit).Find(rows)
+	return db.Where("merchant_id = ? AND seq > ?", merchantID, after).Order("seq").Limit(limit).Find(rows)
 }

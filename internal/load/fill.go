@@ -22,9 +22,9 @@ const quota = 1_000_000_000_000
 // the workers take 0..Workers-1.
 const fillWorkerID = idgen.MaxWorker
 
-// rowsPerInsert: big multi-row INSERTs load fastest (5,000 rows of 11 columns
-// stay under MySQL's 65,535 placeholders; the pool interpolates them).
-const rowsPerInsert = 5000
+// rowsPerInsert: big multi-row INSERTs load fastest (4,000 rows of 14 columns
+// stay under MySQL's 65,535 placeholders).
+const rowsPerInsert = 4000
 
 // filled is what grant wrote before the run.
 type filled struct {
@@ -49,6 +49,7 @@ func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPref
 	}
 	var f filled
 	debited, after := make([]int64, len(merchants)), make([]int64, len(merchants))
+	seqs := make([]int64, len(merchants)) // each merchant's rows so far: its grant, then its debits
 	for j := range rows {
 		debited[j%len(merchants)] += fillAmount(j, len(merchants))
 	}
@@ -56,20 +57,23 @@ func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPref
 	credit := int64(quota)
 	for off := 0; off < len(merchants); off += rowsPerInsert {
 		chunk := merchants[off:min(off+rowsPerInsert, len(merchants))]
-		bal := make([]any, 0, 5*len(chunk))
+		bal := make([]any, 0, 7*len(chunk))
 		grants := make([]any, 0, 6*len(chunk))
 		led := make([]ledger.Row, len(chunk))
 		for i, m := range chunk {
 			// One never-expiring grant per merchant, at the head of its
 			// burn-down: head_end - debited is its remaining.
-			bal = append(bal, m, credit, debited[off+i], "grant-"+m, credit)
+			n := 1 + int64((rows+len(merchants)-1-(off+i))/len(merchants)) // the grant and its debits
+			bal = append(bal, m, credit, debited[off+i], "grant-"+m, credit, n, credit)
 			grants = append(grants, "grant-"+m, m, credit, credit-debited[off+i], now, now)
+			seqs[off+i] = 1
+			first := int64(1)
 			led[i] = ledger.Row{EventID: "grant-" + m, MerchantID: m, Kind: ledger.KindCredit, Amount: quota,
-				BalanceAfter: &credit, Reason: ledger.ReasonGrant, OccurredAt: now, CreatedAt: now}
+				BalanceAfter: &credit, Reason: ledger.ReasonGrant, Seq: &first, OccurredAt: now, CreatedAt: now}
 			after[off+i] = quota
 		}
-		tuples := strings.Repeat(", (?, ?, ?, ?, ?)", len(chunk))[2:]
-		if _, err := db.ExecContext(ctx, "INSERT INTO merchant_balance (merchant_id, credited, debited, head_grant, head_end) VALUES "+tuples, bal...); err != nil {
+		tuples := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?)", len(chunk))[2:]
+		if _, err := db.ExecContext(ctx, "INSERT INTO merchant_balance (merchant_id, credited, debited, head_grant, head_end, seq, low_base) VALUES "+tuples, bal...); err != nil {
 			return filled{}, fmt.Errorf("load: grant: %w", err)
 		}
 		tuples = strings.Repeat(", (?, ?, ?, ?, 50, ?, ?)", len(chunk))[2:]
@@ -87,6 +91,8 @@ func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPref
 			j := off + i
 			m, amount := j%len(merchants), fillAmount(j, len(merchants))
 			after[m] -= amount
+			seqs[m]++
+			seq := seqs[m]
 			balance, eventID := after[m], idPrefix+strconv.Itoa(firstSeq+scatter(j, rows))
 			if ordered { // "-" sorts before every digit: all before the run's ids
 				eventID = fmt.Sprintf("%s-%010d", idPrefix, j)
@@ -95,7 +101,7 @@ func grant(ctx context.Context, db *sql.DB, merchants []string, rows int, idPref
 			grantID := "grant-" + merchants[m]
 			led[i] = ledger.Row{EventID: eventID, MerchantID: merchants[m], Kind: ledger.KindDebit, Amount: amount,
 				BalanceAfter: &balance, Reason: ledger.ReasonPayment, PaymentID: "pay-" + eventID, Source: string(sources[j%3]),
-				GrantID: &grantID, OccurredAt: at, CreatedAt: at}
+				GrantID: &grantID, Seq: &seq, OccurredAt: at, CreatedAt: at}
 		}
 		if f.lastID, err = insert(ctx, db, gen, led); err != nil {
 			return filled{}, fmt.Errorf("load: pre-fill after %d of %d rows: %w", off, rows, err)
@@ -130,7 +136,7 @@ func fillAmount(j, merchants int) int64 { return int64(1 + (j/merchants)%workloa
 // running has them in its buffer pool when they fit: the growth figure is
 // about the indexes' size, not about a cold start.
 func warm(ctx context.Context, db *sql.DB) error {
-	for _, index := range []string{"quota_ledger_event_id", "quota_ledger_merchant_id"} {
+	for _, index := range []string{"quota_ledger_event_id", "quota_ledger_merchant_seq"} {
 		var n int64
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM quota_ledger FORCE INDEX ("+index+")").Scan(&n); err != nil {
 			return fmt.Errorf("load: warm index %s: %w", index, err)

@@ -168,13 +168,20 @@ func (g *rig) published() (map[string][]quotaevent.Message, map[string]int) {
 func (g *rig) truth(events ledger.Events) map[string][]string {
 	g.t.Helper()
 	var rows []ledger.Row
-	if err := g.db.Order("id").Find(&rows).Error; err != nil {
+	if err := g.db.Find(&rows).Error; err != nil {
 		g.t.Fatal(err)
 	}
+	var bals []ledger.Balance
+	if err := g.db.Find(&bals).Error; err != nil {
+		g.t.Fatal(err)
+	}
+	settings := map[string]ledger.Balance{}
+	for _, b := range bals {
+		settings[b.MerchantID] = b
+	}
 	out := map[string][]string{}
-	lv := quotaevent.Levels{Alerts: events.DefaultAlerts}
-	for m, evs := range ledger.Replay(rows, func(string) quotaevent.Levels { return lv }) {
-		for _, e := range evs {
+	for m, r := range ledger.Replay(rows, settings, events.DefaultAlerts) {
+		for _, e := range r.Events {
 			out[m] = append(out[m], fmt.Sprintf("%s %d->%d", e.ID, e.BalanceBefore, e.BalanceAfter))
 		}
 	}

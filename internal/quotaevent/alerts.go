@@ -8,7 +8,8 @@ import (
 )
 
 // Alerts are a merchant's low-balance thresholds: Units (absolute) and
-// Percent (of the granted total, credited); 0 turns either off. A threshold
+// Percent (of the balance right after the merchant's last credit or expiry:
+// what it holds for the period, see Change); 0 turns either off. A threshold
 // that comes to less than 1 unit is off: low always means above depletion.
 type Alerts struct {
 	Units   int64
@@ -21,11 +22,12 @@ const MaxPercent = 99
 // IsZero reports no threshold at all.
 func (a Alerts) IsZero() bool { return a.Units == 0 && a.Percent == 0 }
 
-// Thresholds are the thresholds in units for a granted total, highest first.
-func (a Alerts) Thresholds(credited int64) []int64 {
+// Thresholds are the thresholds in units for a base (see Alerts), highest
+// first, equal ones once.
+func (a Alerts) Thresholds(base int64) []int64 {
 	var out []int64
 	for _, t := range a.list() {
-		if v := t.at(credited); v > 0 && (len(out) == 0 || out[0] != v) {
+		if v := t.at(base); v > 0 && (len(out) == 0 || out[0] != v) {
 			out = append(out, v)
 		}
 	}
@@ -66,12 +68,12 @@ func (a Alerts) list() []threshold {
 	return out
 }
 
-// at is the threshold in units for a granted total (rounded down).
-func (t threshold) at(credited int64) int64 {
+// at is the threshold in units for a base (rounded down).
+func (t threshold) at(base int64) int64 {
 	if t.percent == 0 {
 		return t.units
 	}
-	return max(credited, 0)/100*int64(t.percent) + max(credited, 0)%100*int64(t.percent)/100
+	return max(base, 0)/100*int64(t.percent) + max(base, 0)%100*int64(t.percent)/100
 }
 
 // ParseAlerts reads thresholds as "1000", "10%" or both, comma-separated

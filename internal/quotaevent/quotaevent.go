@@ -16,13 +16,14 @@ type Type string
 
 // The types of balance events.
 const (
-	Low       Type = "quota.low"       // a debit took the balance below a low threshold
-	Depleted  Type = "quota.depleted"  // a debit took the balance to the point where the policy rejects
-	Recovered Type = "quota.recovered" // a credit took the balance back above a threshold or the depletion point
-	Granted   Type = "quota.granted"   // a grant credited the merchant
-	Expired   Type = "quota.expired"   // a grant expired: its remainder left the balance
-	Deducted  Type = "quota.deducted"  // a payment debited the merchant (per-payment events only)
-	Rejected  Type = "quota.rejected"  // a payment was rejected (per-payment events only)
+	Low           Type = "quota.low"            // a debit took the balance below a low threshold
+	Depleted      Type = "quota.depleted"       // a debit took the balance to the point where the policy rejects
+	Recovered     Type = "quota.recovered"      // a credit took the balance back above a threshold or the depletion point
+	Granted       Type = "quota.granted"        // a grant credited the merchant
+	Expired       Type = "quota.expired"        // a grant expired: its remainder left the balance
+	OverageBilled Type = "quota.overage_billed" // a grant took billed overage off the balance: back at zero before its credit
+	Deducted      Type = "quota.deducted"       // a payment debited the merchant (per-payment events only)
+	Rejected      Type = "quota.rejected"       // a payment was rejected (per-payment events only)
 )
 
 // Event is one balance event. ID is derived from what caused it, so the same
@@ -52,7 +53,7 @@ func NewEvent(t Type, merchantID, causedBy string, before, after int64, threshol
 // Levels are the points of one merchant's balance that events announce.
 type Levels struct {
 	// Alerts are the low-balance thresholds (units and/or a percentage of
-	// the granted total).
+	// the balance after the last credit or expiry).
 	Alerts Alerts
 	// Floor is the lowest balance the overdraft policy allows (0 for
 	// reject, -N for floor N): reaching it is depletion. Unlimited (overage)
@@ -63,23 +64,22 @@ type Levels struct {
 
 // Change is one ledger row's move of a balance.
 type Change struct {
-	CausedBy       string
-	Before, After  int64 // available (credited - debited) around the change
-	CreditedBefore int64 // the granted total before; after is CreditedBefore + a credit
-	Credit         bool  // a grant (else a debit)
+	CausedBy      string
+	Before, After int64 // available (credited - debited) around the change
+	// BaseBefore and BaseAfter are what a percentage threshold is of, around
+	// the change (the balance after the merchant's last credit or expiry).
+	BaseBefore, BaseAfter int64
+	Credit                bool // the balance rose (else a debit or an expiry)
 }
 
 // Crossed returns the crossings of one change, in the order a reader of the
 // balance would see them: going down, the highest threshold first, then the
 // depletion; going up, the depletion's recovery first, then the lowest
-// threshold's. A debit never recovers and a credit never crosses down.
+// threshold's. A debit never recovers and a credit never crosses down. Two
+// thresholds that come to the same units are one crossing.
 func Crossed(merchantID string, c Change, lv Levels, at time.Time) []Event {
 	if c.Before == c.After {
 		return nil
-	}
-	creditedAfter := c.CreditedBefore
-	if c.Credit {
-		creditedAfter += c.After - c.Before
 	}
 	type crossing struct {
 		t         Type
@@ -87,13 +87,19 @@ func Crossed(merchantID string, c Change, lv Levels, at time.Time) []Event {
 	}
 	var out []crossing
 	for _, unit := range lv.Alerts.list() {
-		tb, ta := unit.at(c.CreditedBefore), unit.at(creditedAfter)
+		tb, ta := unit.at(c.BaseBefore), unit.at(c.BaseAfter)
 		wasLow, isLow := tb > 0 && c.Before < tb, ta > 0 && c.After < ta
+		var x crossing
 		switch {
 		case !c.Credit && !wasLow && isLow:
-			out = append(out, crossing{Low, ta})
+			x = crossing{Low, ta}
 		case c.Credit && wasLow && !isLow:
-			out = append(out, crossing{Recovered, ta})
+			x = crossing{Recovered, ta}
+		default:
+			continue
+		}
+		if !slices.Contains(out, x) {
+			out = append(out, x)
 		}
 	}
 	if !lv.Unlimited {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/quota"
 )
 
@@ -129,72 +128,24 @@ func TestDescribeFitsTheAuditColumn(t *testing.T) {
 	}
 }
 
-func TestSettledBound(t *testing.T) {
-	now := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)
-	for _, c := range []struct {
-		name         string
-		late, settle time.Duration
-		cutoff       time.Time // the last millisecond at or below the bound
-	}{
-		{"settle only", 0, time.Minute, now.Add(-time.Minute)},
-		{"late and settle add up", maxTxAge + slack, time.Minute, now.Add(-maxTxAge - slack - time.Minute)},
-		{"late alone", maxTxAge + slack, 0, now.Add(-maxTxAge - slack)},
-	} {
-		ms := c.cutoff.UnixMilli() - idgen.EpochUnixMilli
-		idAt := func(ms int64, worker, seq int64) int64 { return ms<<22 | worker<<12 | seq }
-		b := settledBound(now, c.late, c.settle)
-		if b != idAt(ms, 1023, 4095) {
-			t.Errorf("%s: bound %d is not the last id of ms %d", c.name, b, ms)
-		}
-		if idAt(ms+1, 0, 0) <= b {
-			t.Errorf("%s: an id of the next millisecond is at or below the bound", c.name)
-		}
-	}
-	if settledBound(time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC), 0, 0) != 0 {
-		t.Fatal("a time before the epoch must bound at 0")
-	}
-}
-
-// A row committed as late as the ledger allows has an id above the bound of
-// any pass that could have missed it, whichever skew within slack the clocks have.
-func TestSettledBoundIsNotPassedByLateCommits(t *testing.T) {
-	pass := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC) // the reconciler's clock when it takes the bound
-	for _, c := range []struct {
-		name   string
-		commit time.Duration // after the pass took its bound (missed by its snapshot)
-		skew   time.Duration // writer's clock minus the reconciler's
-	}{
-		{"commits right after the bound", time.Millisecond, 0},
-		{"writer clock behind", time.Millisecond, -slack},
-		{"writer clock ahead", time.Millisecond, slack},
-		{"commits much later", time.Hour, -slack},
-	} {
-		took := pass.Add(c.commit - maxTxAge).Add(c.skew) // ids taken maxTxAge before the commit, by the writer's clock
-		id := (took.UnixMilli() - idgen.EpochUnixMilli) << timeShift
-		if b := settledBound(pass, maxTxAge+slack, 0); id <= b {
-			t.Errorf("%s: late id %d at or below the bound %d", c.name, id, b)
-		}
-	}
-}
-
 func TestBaseOf(t *testing.T) {
-	cp := checkpoint{LastID: 100, Credited: 9, Debited: 4}
+	cp := checkpoint{LastSeq: 100, Credited: 9, Debited: 4}
 	for _, c := range []struct {
 		name   string
 		stored checkpoint
-		bound  int64
+		seq    int64 // the balance row's
 		full   bool
 		base   checkpoint
 		stale  bool
 	}{
-		{"below the bound: built on", cp, 200, false, cp, false},
-		{"at the bound: built on", cp, 100, false, cp, false},
-		{"beyond the bound: stale, recounted", cp, 99, false, checkpoint{}, true},
+		{"behind the balance row: built on", cp, 200, false, cp, false},
+		{"at the balance row: built on", cp, 100, false, cp, false},
+		{"beyond the balance row: stale, recounted", cp, 99, false, checkpoint{}, true},
 		{"none stored", checkpoint{}, 200, false, checkpoint{}, false},
 		{"full: ignored", cp, 200, true, checkpoint{}, false},
 		{"full and beyond: ignored (full overwrites anyway)", cp, 99, true, checkpoint{}, false},
 	} {
-		base, stale := baseOf(c.stored, c.bound, c.full)
+		base, stale := baseOf(c.stored, c.seq, c.full)
 		if base != c.base || stale != c.stale {
 			t.Errorf("%s: base %+v stale %v", c.name, base, stale)
 		}
@@ -202,17 +153,17 @@ func TestBaseOf(t *testing.T) {
 }
 
 func TestAuditLedger(t *testing.T) {
-	ok := ledgerView{Balance: balance{Credited: 100, Debited: 30}, Base: checkpoint{LastID: 9, Credited: 60, Debited: 20}, SettledCredit: 30, FreshCredit: 10, SettledDebit: 10}
+	ok := ledgerView{Balance: balance{Credited: 100, Debited: 30}, Base: checkpoint{LastSeq: 9, Credited: 60, Debited: 20}, Credit: 40, Debit: 10}
 	if f := auditLedger("m", ok); len(f) != 0 {
 		t.Fatalf("consistent view: %+v", f)
 	}
 	bad := ok
-	bad.FreshDebit = 4
+	bad.Debit += 4
 	f := auditLedger("m", bad)
 	if len(f) != 1 || f[0].Kind != KindLedgerMismatch || f[0].Expected != 34 || f[0].Delta != -4 || f[0].Action != ActionReported {
 		t.Fatalf("debit mismatch: %+v", f)
 	}
-	neg := ledgerView{Balance: balance{Credited: 10, Debited: 20}, SettledCredit: 10, SettledDebit: 20}
+	neg := ledgerView{Balance: balance{Credited: 10, Debited: 20}, Credit: 10, Debit: 20}
 	if f := auditLedger("m", neg); len(f) != 1 || f[0].Kind != KindNegativeBalance || f[0].Delta != -10 {
 		t.Fatalf("negative: %+v", f)
 	}
@@ -220,7 +171,7 @@ func TestAuditLedger(t *testing.T) {
 
 func TestAuditGrants(t *testing.T) {
 	view := func(credited, debited, left, grants int64) ledgerView {
-		return ledgerView{Balance: balance{Credited: credited, Debited: debited}, SettledCredit: credited, SettledDebit: debited,
+		return ledgerView{Balance: balance{Credited: credited, Debited: debited}, Credit: credited, Debit: debited,
 			GrantsLeft: left, Grants: grants}
 	}
 	floor := func(v ledgerView) ledgerView {
@@ -250,20 +201,20 @@ func TestAuditGrants(t *testing.T) {
 }
 
 func TestLedgerViewNext(t *testing.T) {
-	v := ledgerView{Base: checkpoint{LastID: 9, Credited: 60, Debited: 20}, SettledCredit: 30, SettledDebit: 5, FreshCredit: 10, MaxSettled: 15}
+	v := ledgerView{Base: checkpoint{LastSeq: 9, Credited: 60, Debited: 20}, Credit: 30, Debit: 5, MaxSeq: 15}
 	cp, ok := v.next(false)
-	if !ok || cp != (checkpoint{LastID: 15, Credited: 90, Debited: 25}) {
+	if !ok || cp != (checkpoint{LastSeq: 15, Credited: 90, Debited: 25}) {
 		t.Fatalf("next = %+v %v", cp, ok)
 	}
-	v = ledgerView{Base: checkpoint{LastID: 9, Credited: 60}, FreshCredit: 10}
+	v = ledgerView{Base: checkpoint{LastSeq: 9, Credited: 60}}
 	if _, ok := v.next(false); ok {
-		t.Fatal("nothing settled: no checkpoint to write")
+		t.Fatal("no new row: no checkpoint to write")
 	}
-	if cp, ok := v.next(true); !ok || cp != (checkpoint{LastID: 9, Credited: 60}) {
+	if cp, ok := v.next(true); !ok || cp != (checkpoint{LastSeq: 9, Credited: 60}) {
 		t.Fatalf("full: %+v %v", cp, ok)
 	}
-	// A stale checkpoint is overwritten even when nothing is settled yet.
-	v = ledgerView{Stale: true, FreshCredit: 10}
+	// A stale checkpoint is overwritten even when no row is new.
+	v = ledgerView{Stale: true}
 	if cp, ok := v.next(false); !ok || cp != (checkpoint{}) {
 		t.Fatalf("stale: %+v %v", cp, ok)
 	}

@@ -15,7 +15,6 @@ const (
 	DefaultConcurrency    = 4
 	DefaultPageSize       = 200
 	DefaultGrace          = 2 * time.Minute
-	DefaultSettle         = 2 * time.Minute
 	DefaultRepairCeiling  = 1_000_000
 	DefaultLockTTL        = 10 * time.Second
 	DefaultBusyRetryDelay = time.Second
@@ -29,7 +28,6 @@ type Config struct {
 	Concurrency    int           // pages checked at once
 	PageSize       int           // merchants per page (keyset pagination on merchant_balance)
 	Grace          time.Duration // pending entries younger than this are in-flight work, not drift
-	Settle         time.Duration // margin beyond the ledger's MaxTxAge + slack before a row is checkpointed
 	RepairCeiling  int64         // a repair moving remain by more than this is left for a person; 0: none
 	LockTTL        time.Duration // TTL of the reconciler's hold on a merchant lock
 	SkipHydrate    bool          // report missing quota hashes without hydrating them
@@ -44,7 +42,6 @@ func (c *Config) setDefaults() (err error) {
 	orDefault(&c.Concurrency, DefaultConcurrency)
 	orDefault(&c.PageSize, DefaultPageSize)
 	orDefault(&c.Grace, DefaultGrace)
-	orDefault(&c.Settle, DefaultSettle)
 	orDefault(&c.LockTTL, DefaultLockTTL)
 	orDefault(&c.BusyRetryDelay, DefaultBusyRetryDelay)
 	orDefault(&c.Logger, zap.NewNop())
@@ -73,9 +70,6 @@ func (c Config) Validate() error {
 	}
 	if c.Grace < time.Second {
 		bad("grace %v is below 1s: in-flight deductions would be taken for orphans", c.Grace)
-	}
-	if c.Settle < 0 {
-		bad("settle %v is negative", c.Settle)
 	}
 	if c.RepairCeiling < 0 {
 		bad("repair ceiling %d is negative", c.RepairCeiling)

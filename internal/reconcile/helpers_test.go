@@ -63,6 +63,7 @@ func (e *env) reconciler(cfg Config) (*Reconciler, *prometheus.Registry) {
 
 // sfID is a Snowflake id at time at, unique within the env.
 func (e *env) sfID(at time.Time) int64 {
+	const timeShift = idgen.WorkerBits + idgen.SequenceBits
 	return (at.UnixMilli()-idgen.EpochUnixMilli)<<timeShift | e.seq.Add(1)&(1<<timeShift-1)
 }
 
@@ -80,10 +81,16 @@ func (e *env) merchant(m string, credited, debited int64) {
 	}
 }
 
+// ledger inserts a row with the merchant's next seq (none without a balance
+// row), taken from its balance row as the ledger writer does; the totals are
+// the caller's to move.
 func (e *env) ledger(id int64, eventID, m, kind string, amount int64) {
 	e.t.Helper()
-	e.exec(`INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, occurred_at) VALUES (?,?,?,?,?,NOW(6))`,
-		id, eventID, m, kind, amount)
+	e.inTx(func(tx *sql.Tx) {
+		e.txExec(tx, "UPDATE merchant_balance SET seq = seq + 1 WHERE merchant_id = ?", m)
+		e.txExec(tx, `INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, occurred_at, seq)
+			SELECT ?, ?, ?, ?, ?, NOW(6), (SELECT seq FROM merchant_balance WHERE merchant_id = ?)`, id, eventID, m, kind, amount, m)
+	})
 }
 
 // debit books a confirmed debit in MySQL as the worker would: a row and the balance.
@@ -91,6 +98,27 @@ func (e *env) debit(m, eventID string, amount int64, at time.Time) {
 	e.t.Helper()
 	e.ledger(e.sfID(at), eventID, m, "debit", amount)
 	e.exec("UPDATE merchant_balance SET debited = debited + ? WHERE merchant_id = ?", amount, m)
+}
+
+// inTx runs fn in a transaction, committed when fn returns.
+func (e *env) inTx(fn func(tx *sql.Tx)) {
+	e.t.Helper()
+	tx, err := e.my.SQL.BeginTx(e.ctx, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	fn(tx)
+	if err := tx.Commit(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) txExec(tx *sql.Tx, q string, args ...any) {
+	e.t.Helper()
+	if _, err := tx.ExecContext(e.ctx, q, args...); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
 }
 
 func (e *env) exec(q string, args ...any) {

@@ -9,42 +9,26 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
-// A ledger row may commit up to maxTxAge after taking its id (the ledger's
-// promise); slack covers clock skew and a COMMIT finishing after the deadline.
-const maxTxAge, slack = ledger.MaxTxAge, 5 * time.Second
-
-// timeShift is where the milliseconds start in a Snowflake id.
-const timeShift = idgen.WorkerBits + idgen.SequenceBits
-
-// settledBound is the largest ledger id whose time is at least late+settle
-// before now: when late covers the ledger's MaxTxAge and clock skew, no
-// commit still to come can insert an id at or below it.
-func settledBound(now time.Time, late, settle time.Duration) int64 {
-	ms := now.Add(-late-settle).UnixMilli() - idgen.EpochUnixMilli
-	if ms < 0 {
-		return 0
-	}
-	return ms<<timeShift | (1<<timeShift - 1)
-}
-
 // checkpoint is a reconcile_checkpoints row: the credit and debit sums of a
-// merchant's ledger rows with id <= LastID.
+// merchant's ledger rows with seq <= LastSeq. A merchant's rows commit in seq
+// order (the ledger's promise), so once a snapshot shows seq n, no row at or
+// below n is still to come: a checkpoint needs no margin for late commits.
 type checkpoint struct {
-	LastID, Credited, Debited int64
+	LastSeq, Credited, Debited int64
 }
 
 // ledgerView is one merchant's balance row and ledger sums, from one snapshot.
 type ledgerView struct {
-	Balance                     balance
-	Base                        checkpoint // zero without a checkpoint, with LedgerFull, or when Stale
-	Stale                       bool       // the stored checkpoint lies beyond the bound: ignored, to be overwritten
-	SettledCredit, SettledDebit int64      // rows after Base.LastID, at or below the settled bound
-	FreshCredit, FreshDebit     int64      // rows above both
-	MaxSettled                  int64      // highest settled id read, 0 if none
+	Balance balance
+	Seq     int64      // the balance row's seq: the merchant's last ledger row
+	Base    checkpoint // zero without a checkpoint, with LedgerFull, or when Stale
+	Stale   bool       // the stored checkpoint lies beyond the balance row's seq: ignored, to be overwritten
+	// Credit and Debit sum the rows after Base.LastSeq; MaxSeq is the
+	// highest seq read, 0 if none.
+	Credit, Debit, MaxSeq int64
 	// GrantsLeft sums the active grants' remaining; Grants counts the
 	// merchant's grants of any state (0: a balance row written by hand,
 	// whose balance the next debit adopts as an opening grant).
@@ -52,28 +36,23 @@ type ledgerView struct {
 	Grants     int64
 }
 
-func (v ledgerView) credits() int64 { return v.Base.Credited + v.SettledCredit + v.FreshCredit }
-func (v ledgerView) debits() int64  { return v.Base.Debited + v.SettledDebit + v.FreshDebit }
+func (v ledgerView) credits() int64 { return v.Base.Credited + v.Credit }
+func (v ledgerView) debits() int64  { return v.Base.Debited + v.Debit }
 
 // next is the checkpoint this view allows, and whether it is worth writing.
 func (v ledgerView) next(full bool) (checkpoint, bool) {
-	cp := checkpoint{
-		LastID:   max(v.Base.LastID, v.MaxSettled),
-		Credited: v.Base.Credited + v.SettledCredit,
-		Debited:  v.Base.Debited + v.SettledDebit,
-	}
-	return cp, full || v.Stale || v.MaxSettled > v.Base.LastID
+	cp := checkpoint{LastSeq: max(v.Base.LastSeq, v.MaxSeq), Credited: v.credits(), Debited: v.debits()}
+	return cp, full || v.Stale || v.MaxSeq > v.Base.LastSeq
 }
 
 // baseOf is what a pass may build on of a stored checkpoint: nothing with
-// LedgerFull, and nothing (stale) when it lies beyond the bound, as left by an
-// older version or a reconciler with a shorter --settle: a late commit may have
-// landed below it, and the bound is what rules that out.
-func baseOf(stored checkpoint, bound int64, full bool) (base checkpoint, stale bool) {
+// LedgerFull, and nothing (stale) when it lies beyond the merchant's last
+// seq, which no reconciler writes (a restored or hand-edited database).
+func baseOf(stored checkpoint, seq int64, full bool) (base checkpoint, stale bool) {
 	switch {
 	case full:
 		return checkpoint{}, false
-	case stored.LastID > bound:
+	case stored.LastSeq > seq:
 		return checkpoint{}, true
 	}
 	return stored, false
@@ -81,32 +60,32 @@ func baseOf(stored checkpoint, bound int64, full bool) (base checkpoint, stale b
 
 // readLedger reads the balance rows, checkpoints and new ledger sums of
 // merchants in one snapshot, so that no commit falls between them.
-func readLedger(ctx context.Context, db *sql.DB, merchants []string, bound int64, full bool) (map[string]ledgerView, error) {
+func readLedger(ctx context.Context, db *sql.DB, merchants []string, full bool) (map[string]ledgerView, error) {
 	views := make(map[string]ledgerView, len(merchants))
 	err := snapshot(ctx, db, func(tx *sql.Tx) error {
-		if err := readBases(ctx, tx, merchants, bound, full, views); err != nil {
+		if err := readBases(ctx, tx, merchants, full, views); err != nil {
 			return err
 		}
 		if err := readGrants(ctx, tx, merchants, views); err != nil {
 			return err
 		}
-		return readSums(ctx, tx, merchants, bound, full, views)
+		return readSums(ctx, tx, merchants, views)
 	})
 	return views, err
 }
 
-func readBases(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, full bool, views map[string]ledgerView) error {
+func readBases(ctx context.Context, tx *sql.Tx, merchants []string, full bool, views map[string]ledgerView) error {
 	in, args := ledger.InList(merchants)
 	return query(ctx, tx, "read checkpoints", func(rows *sql.Rows) error {
 		var m string
 		var v ledgerView
 		var cp checkpoint
-		err := rows.Scan(&m, &v.Balance.Credited, &v.Balance.Debited, &v.Balance.Policy.Kind, &v.Balance.Policy.Floor, &cp.LastID, &cp.Credited, &cp.Debited)
-		v.Base, v.Stale = baseOf(cp, bound, full)
+		err := rows.Scan(&m, &v.Balance.Credited, &v.Balance.Debited, &v.Balance.Policy.Kind, &v.Balance.Policy.Floor, &v.Seq, &cp.LastSeq, &cp.Credited, &cp.Debited)
+		v.Base, v.Stale = baseOf(cp, v.Seq, full)
 		views[m] = v
 		return err
-	}, `SELECT b.merchant_id, b.credited, b.debited, b.overdraft_policy, b.overdraft_floor,
-		COALESCE(c.last_ledger_id, 0), COALESCE(c.credited, 0), COALESCE(c.debited, 0)
+	}, `SELECT b.merchant_id, b.credited, b.debited, b.overdraft_policy, b.overdraft_floor, b.seq,
+		COALESCE(c.last_seq, 0), COALESCE(c.credited, 0), COALESCE(c.debited, 0)
 		FROM merchant_balance b LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id
 		WHERE b.merchant_id IN (`+in+`)`, args...)
 }
@@ -127,36 +106,37 @@ func readGrants(ctx context.Context, tx *sql.Tx, merchants []string, views map[s
 		WHERE b.merchant_id IN (`+in+`) GROUP BY b.merchant_id`, args...)
 }
 
-// readSums adds up each merchant's ledger rows after its checkpoint (unless
-// stale, as in baseOf) through the (merchant_id, id) index, split at the
-// settled bound. The index is forced: a range on the primary key would scan
-// the whole ledger for every page.
-func readSums(ctx context.Context, tx *sql.Tx, merchants []string, bound int64, full bool, views map[string]ledgerView) error {
-	after := " AND l.id > COALESCE(c.last_ledger_id, 0)"
-	if full {
-		after = ""
-	}
+// readSums adds up each merchant's ledger rows after its base (readBases)
+// through the (merchant_id, seq) index. The index is forced: a range on the
+// primary key would scan the whole ledger for every page.
+func readSums(ctx context.Context, tx *sql.Tx, merchants []string, views map[string]ledgerView) error {
 	in, args := ledger.InList(merchants)
-	q := `SELECT b.merchant_id,
-		COALESCE(SUM(CASE WHEN l.kind = 'credit' AND l.id <= ? THEN l.amount END), 0),
-		COALESCE(SUM(CASE WHEN l.kind IN ('debit', 'expire') AND l.id <= ? THEN l.amount END), 0),
-		COALESCE(SUM(CASE WHEN l.kind = 'credit' AND l.id > ? THEN l.amount END), 0),
-		COALESCE(SUM(CASE WHEN l.kind IN ('debit', 'expire') AND l.id > ? THEN l.amount END), 0),
-		COALESCE(MAX(CASE WHEN l.id <= ? THEN l.id END), 0)
-		FROM merchant_balance b
-		LEFT JOIN reconcile_checkpoints c ON c.merchant_id = b.merchant_id AND c.last_ledger_id <= ?
-		JOIN quota_ledger l FORCE INDEX (quota_ledger_merchant_id) ON l.merchant_id = b.merchant_id` + after + `
-		WHERE b.merchant_id IN (` + in + `)
-		GROUP BY b.merchant_id`
+	after := make([]any, 0, 2*len(merchants))
+	cases := ""
+	for _, m := range merchants {
+		after = append(after, m, views[m].Base.LastSeq)
+		cases += " WHEN ? THEN ?"
+	}
+	if len(merchants) == 0 {
+		return nil
+	}
+	q := `SELECT l.merchant_id,
+		COALESCE(SUM(CASE WHEN l.kind IN ('credit', 'billed') THEN l.amount END), 0),
+		COALESCE(SUM(CASE WHEN l.kind IN ('debit', 'expire') THEN l.amount END), 0),
+		COALESCE(MAX(l.seq), 0)
+		FROM quota_ledger l FORCE INDEX (quota_ledger_merchant_seq)
+		WHERE l.merchant_id IN (` + in + `) AND l.seq > CASE l.merchant_id` + cases + ` END
+		GROUP BY l.merchant_id`
 	return query(ctx, tx, "sum ledger", func(rows *sql.Rows) error {
 		var m string
-		var sc, sd, fc, fd, maxID int64
-		err := rows.Scan(&m, &sc, &sd, &fc, &fd, &maxID)
-		v := views[m]
-		v.SettledCredit, v.SettledDebit, v.FreshCredit, v.FreshDebit, v.MaxSettled = sc, sd, fc, fd, maxID
-		views[m] = v
+		var c, d, maxSeq int64
+		err := rows.Scan(&m, &c, &d, &maxSeq)
+		if v, known := views[m]; known {
+			v.Credit, v.Debit, v.MaxSeq = c, d, maxSeq
+			views[m] = v
+		}
 		return err
-	}, q, append([]any{bound, bound, bound, bound, bound, bound}, args...)...)
+	}, q, append(args, after...)...)
 }
 
 // auditLedger compares a merchant's ledger sums and balance row. Both kinds it
@@ -177,8 +157,8 @@ func auditLedger(m string, v ledgerView) []Finding {
 		}
 		out = append(out, Finding{MerchantID: m, Kind: KindLedgerMismatch, Expected: side.rows,
 			Delta: side.balance - side.rows, Action: ActionReported,
-			Detail: fmt.Sprintf("%s rows sum to %d but the balance row says %s=%d (checkpoint at id %d; rerun with --ledger-full to rule out a stale checkpoint)",
-				side.name, side.rows, side.name+"ed", side.balance, v.Base.LastID)})
+			Detail: fmt.Sprintf("%s rows sum to %d but the balance row says %s=%d (checkpoint at seq %d; rerun with --ledger-full to rule out a wrong checkpoint)",
+				side.name, side.rows, side.name+"ed", side.balance, v.Base.LastSeq)})
 	}
 	// The grants stand for the balance: a debt (below 0) is paid back by the
 	// next grant before it counts (ledger.PayBack).
@@ -190,9 +170,9 @@ func auditLedger(m string, v ledgerView) []Finding {
 }
 
 // saveCheckpoints upserts checkpoints. An incremental save never moves a
-// checkpoint backwards (two reconcilers may race) unless the stored one is
-// beyond the bound (stale, see baseOf); a full one overwrites.
-func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint, bound int64, full bool) error {
+// checkpoint backwards (two reconcilers may race); a forced one (LedgerFull,
+// or a stale checkpoint) overwrites.
+func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint, forced bool) error {
 	if len(cps) == 0 {
 		return nil
 	}
@@ -201,20 +181,18 @@ func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint,
 	for _, m := range slices.Sorted(maps.Keys(cps)) { // one row order for every reconciler: fewer deadlocks
 		cp := cps[m]
 		vals = append(vals, "(?,?,?,?)")
-		args = append(args, m, cp.LastID, cp.Credited, cp.Debited)
+		args = append(args, m, cp.LastSeq, cp.Credited, cp.Debited)
 	}
-	// Forward only, or off a stale checkpoint; LedgerFull always. last_ledger_id
-	// is set last: the conditions read the stored value.
-	move := "VALUES(last_ledger_id) > last_ledger_id OR last_ledger_id > ?"
-	if full {
+	// Forward only, unless forced. last_seq is set last: the conditions
+	// read the stored value.
+	move := "VALUES(last_seq) > last_seq"
+	if forced {
 		move = "TRUE"
-	} else {
-		args = append(args, bound, bound, bound)
 	}
 	update := fmt.Sprintf(`credited = IF(%[1]s, VALUES(credited), credited), debited = IF(%[1]s, VALUES(debited), debited),
-		last_ledger_id = IF(%[1]s, VALUES(last_ledger_id), last_ledger_id)`, move)
+		last_seq = IF(%[1]s, VALUES(last_seq), last_seq)`, move)
 	err := ledger.RetryDeadlocks(ctx, nil, func() error {
-		_, err := db.ExecContext(ctx, "INSERT INTO reconcile_checkpoints (merchant_id, last_ledger_id, credited, debited) VALUES "+
+		_, err := db.ExecContext(ctx, "INSERT INTO reconcile_checkpoints (merchant_id, last_seq, credited, debited) VALUES "+
 			strings.Join(vals, ",")+" ON DUPLICATE KEY UPDATE "+update, args...)
 		return err
 	})
@@ -227,22 +205,25 @@ func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint,
 // ledgerPass audits the ledger of a page of merchants and advances their
 // checkpoints. It returns the findings.
 func (r *Reconciler) ledgerPass(ctx context.Context, merchants []string) ([]Finding, error) {
-	// Taken before the snapshot: a commit the snapshot misses is later still.
-	bound := settledBound(r.now(), r.late, r.cfg.Settle)
 	start := time.Now()
-	views, err := readLedger(ctx, r.db, merchants, bound, r.cfg.LedgerFull)
+	views, err := readLedger(ctx, r.db, merchants, r.cfg.LedgerFull)
 	if err != nil {
 		return nil, err
 	}
 	var found []Finding
-	cps := make(map[string]checkpoint)
+	forward, forced := make(map[string]checkpoint), make(map[string]checkpoint)
 	for m, v := range views {
 		found = append(found, auditLedger(m, v)...)
-		if cp, ok := v.next(r.cfg.LedgerFull); ok {
-			cps[m] = cp
+		if cp, ok := v.next(r.cfg.LedgerFull); ok && (r.cfg.LedgerFull || v.Stale) {
+			forced[m] = cp
+		} else if ok {
+			forward[m] = cp
 		}
 	}
-	if err := saveCheckpoints(ctx, r.db, cps, bound, r.cfg.LedgerFull); err != nil {
+	if err := saveCheckpoints(ctx, r.db, forward, false); err != nil {
+		return nil, err
+	}
+	if err := saveCheckpoints(ctx, r.db, forced, true); err != nil {
 		return nil, err
 	}
 	r.m.ledgerSeconds.Observe(time.Since(start).Seconds())

@@ -48,10 +48,8 @@ func TestNoFalseFindingsUnderLoad(t *testing.T) {
 		}
 	}
 
-	// Settle is short and stands in for the ledger's bound (maxTxAge), so that
-	// checkpoints advance during the load; its transactions take milliseconds.
-	r, _ := e.reconciler(Config{PageSize: 3, Concurrency: 2, BusyRetryDelay: 5 * time.Millisecond, Settle: 3 * time.Second})
-	r.late = 0
+	// Checkpoints advance during the load: they follow seq, which commits in order.
+	r, _ := e.reconciler(Config{PageSize: 3, Concurrency: 2, BusyRetryDelay: 5 * time.Millisecond})
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	var reports []*Report
 	var loop sync.WaitGroup
@@ -165,7 +163,7 @@ func (s *snowflakeIDs) NextIDs(dst []int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range dst {
-		id := (time.Now().UnixMilli() - idgen.EpochUnixMilli) << timeShift
+		id := (time.Now().UnixMilli() - idgen.EpochUnixMilli) << (idgen.WorkerBits + idgen.SequenceBits)
 		if id <= s.last {
 			id = s.last + 1
 		}

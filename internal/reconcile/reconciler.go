@@ -43,7 +43,6 @@ type Reconciler struct {
 	m      *Metrics
 	repair *redis.Script
 	now    func() time.Time
-	late   time.Duration // how long after taking its id a ledger row may still commit
 
 	beforeApply func(merchant string) // test hook: between the read and the repair
 }
@@ -61,7 +60,7 @@ func New(db *sql.DB, rdb redis.UniversalClient, keys keyspace.Keyspace, locks Lo
 	}
 	cfg.Merchants = slices.Compact(slices.Sorted(slices.Values(cfg.Merchants)))
 	return &Reconciler{db: db, rdb: rdb, keys: keys, locks: locks.c, cfg: cfg, log: cfg.Logger, m: cfg.Metrics,
-		repair: redis.NewScript(repairLua), now: time.Now, late: maxTxAge + slack}, nil
+		repair: redis.NewScript(repairLua), now: time.Now}, nil
 }
 
 // Run reconciles every merchant (or Config.Merchants) once, appends the audit

@@ -78,14 +78,14 @@ func seedLedger(t *testing.T, e *env, merchants, rows int) []int64 {
 		}
 	}
 	const batch = 2000
-	base := (time.Now().Add(-2*time.Hour).UnixMilli() - idgen.EpochUnixMilli) << timeShift
+	base := (time.Now().Add(-2*time.Hour).UnixMilli() - idgen.EpochUnixMilli) << (idgen.WorkerBits + idgen.SequenceBits)
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(4)
 	for lo := 0; lo < rows; lo += batch {
 		hi := min(lo+batch, rows)
 		g.Go(func() error {
 			var sb strings.Builder
-			sb.WriteString("INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, occurred_at) VALUES ")
+			sb.WriteString("INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, occurred_at, seq) VALUES ")
 			for i := lo; i < hi; i++ {
 				kind, amount := "debit", int64(1+i%7)
 				if i < merchants {
@@ -94,7 +94,7 @@ func seedLedger(t *testing.T, e *env, merchants, rows int) []int64 {
 				if i > lo {
 					sb.WriteByte(',')
 				}
-				fmt.Fprintf(&sb, "(%d,'evt-%d','%s','%s',%d,NOW(6))", base+int64(i), i, scaleMerchant(i%merchants), kind, amount)
+				fmt.Fprintf(&sb, "(%d,'evt-%d','%s','%s',%d,NOW(6),%d)", base+int64(i), i, scaleMerchant(i%merchants), kind, amount, i/merchants+1)
 			}
 			_, err := e.my.SQL.ExecContext(ctx, sb.String())
 			return err
@@ -104,12 +104,12 @@ func seedLedger(t *testing.T, e *env, merchants, rows int) []int64 {
 		hi := min(lo+batch, merchants)
 		g.Go(func() error {
 			var sb strings.Builder
-			sb.WriteString("INSERT INTO merchant_balance (merchant_id, credited, debited) VALUES ")
+			sb.WriteString("INSERT INTO merchant_balance (merchant_id, credited, debited, seq) VALUES ")
 			for i := lo; i < hi; i++ {
 				if i > lo {
 					sb.WriteByte(',')
 				}
-				fmt.Fprintf(&sb, "('%s',%d,%d)", scaleMerchant(i), credited[i], debited[i])
+				fmt.Fprintf(&sb, "('%s',%d,%d,%d)", scaleMerchant(i), credited[i], debited[i], (rows-i+merchants-1)/merchants)
 			}
 			_, err := e.my.SQL.ExecContext(ctx, sb.String())
 			return err
