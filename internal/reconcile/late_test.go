@@ -25,7 +25,7 @@ func TestOlderIDCommittedLaterIsCounted(t *testing.T) {
 	}
 
 	e.debit("m-1", "evt-late", 4, now.Add(-time.Hour)) // an old id, committed now
-	for pass, remain := range []int64{50, 70} {           // 61 is right: drift both ways
+	for pass, remain := range []int64{50, 70} {        // 61 is right: drift both ways
 		e.setQuota("m-1", remain, 1)
 		rep := mustRun(t, r)
 		kind := "m-1 redis_low"
