@@ -54,8 +54,9 @@ another merchant or amount is refused. Debits burn a merchant's grants down by
 --priority (0..100, lower first, default 50), then the earliest expiry (grants
 without --expires-at, an RFC 3339 time, never expire and go last), then the
 oldest. At expiry (at once for a time already past) the grant's remainder
-leaves the balance through one expire ledger row; --rollover-max carries up to R of it into a new grant. Each command leases a free Snowflake
-worker ID of the operator pool for its lifetime, so grants run in parallel.
+leaves the balance through one expire ledger row; --rollover-max carries up to
+R of it into a new grant. Each command leases a free Snowflake worker ID of the
+operator pool for its lifetime, so grants run in parallel.
 Exit codes: 0 granted or duplicate, 1 failed or refused, 2 bad command line or environment.
 `
 
