@@ -53,9 +53,10 @@ Granting the same id twice credits once (outcome duplicate); the same id with
 another merchant or amount is refused. Debits burn a merchant's grants down by
 --priority (0..100, lower first, default 50), then the earliest expiry (grants
 without --expires-at, an RFC 3339 time, never expire and go last), then the
-oldest. At expiry the grant's remainder leaves the balance through one expire
-ledger row; --rollover-max carries up to R of it into a new grant. Each command leases a free Snowflake
-worker ID of the operator pool for its lifetime, so grants run in parallel.
+oldest. At expiry (at once for a time already past) the grant's remainder
+leaves the balance through one expire ledger row; --rollover-max carries up to
+R of it into a new grant. Each command leases a free Snowflake worker ID of the
+operator pool for its lifetime, so grants run in parallel.
 Exit codes: 0 granted or duplicate, 1 failed or refused, 2 bad command line or environment.
 `
 
@@ -97,8 +98,11 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 	var exp *time.Time
 	if *expires != "" {
 		t, err := time.Parse(time.RFC3339Nano, *expires)
-		if err != nil {
+		switch {
+		case err != nil:
 			return fs.Fail("--expires-at %q is not an RFC 3339 time", *expires)
+		case t.IsZero():
+			return fs.Fail("--expires-at %q is the zero time: leave it out for a grant that never expires", *expires)
 		}
 		exp = &t
 	}

@@ -113,4 +113,8 @@ func TestQuotaGrantAndShow(t *testing.T) {
 	if _, err := quota("grant", "--merchant", "bad id", "--amount", "0"); err != exitError(2) {
 		t.Fatalf("bad flags: %v", err)
 	}
+	// The zero time is no expiry at all, not "never": refused before anything is granted.
+	if out, err := quota("grant", "--merchant", "m-9", "--amount", "5", "--id", "g-9", "--expires-at", "0001-01-01T00:00:00Z"); err != exitError(2) || !strings.Contains(out, "--expires-at") {
+		t.Fatalf("grant expiring at the zero time: %v %s", err, out)
+	}
 }

@@ -78,6 +78,27 @@ func TestTokenFileRotation(t *testing.T) {
 	}
 }
 
+// A rotated file holding a token too short to be one (under 16 characters) is
+// as unusable as an empty file: every request is refused, the short token too,
+// and the breakage is logged once, not per request.
+func TestTokenFileRotatedToShortToken(t *testing.T) {
+	g := newRig(t, adminapi.Options{})
+	g.grant("m-a", 10)
+	g.writeToken("x")
+	for _, token := range []string{"x", testToken, "x"} {
+		if code := g.do(http.MethodGet, balanceA, token).Code; code != http.StatusUnauthorized {
+			t.Fatalf("token %q with the file holding x: %d, want 401", token, code)
+		}
+	}
+	if n := g.logs.FilterMessageSnippet("unusable").Len(); n != 1 {
+		t.Fatalf("the short token was logged %d times, want once", n)
+	}
+	g.writeToken(testToken)
+	if code := g.do(http.MethodGet, balanceA, testToken).Code; code != http.StatusOK {
+		t.Fatalf("token file fixed: %d, want 200", code)
+	}
+}
+
 // The balance shows MySQL's truth, Redis's cache and the pending deductions,
 // each of the merchant asked for only.
 func TestBalance(t *testing.T) {

@@ -3,7 +3,6 @@ package adminapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -14,13 +13,16 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/config"
 )
 
 // tokenFile is the bearer token of a file, re-read whenever the file changes
 // (its identity, size or modification time), checked at each request: a
 // rotated Kubernetes Secret takes effect without restarting the worker, which
 // would cost its consumer group a rebalance. A file that cannot be read or
-// holds nothing refuses every request until it is fixed.
+// holds no token config.AdminToken accepts (an empty or short one)
+// refuses every request until it is fixed.
 type tokenFile struct {
 	path string
 	log  *zap.Logger
@@ -39,8 +41,6 @@ func newTokenFile(path string, log *zap.Logger) (*tokenFile, error) {
 	return f, nil
 }
 
-var errEmptyToken = errors.New("holds no token")
-
 // reload reads the file; called with mu held (or before sharing).
 func (f *tokenFile) reload() error {
 	f.ok, f.stat = false, nil
@@ -53,9 +53,9 @@ func (f *tokenFile) reload() error {
 		return err
 	}
 	f.stat = st
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return fmt.Errorf("%s %w", f.path, errEmptyToken)
+	token, err := config.AdminToken(b)
+	if err != nil {
+		return fmt.Errorf("%s %w", f.path, err)
 	}
 	f.sum, f.ok = sha256.Sum256([]byte(token)), true
 	return nil

@@ -13,7 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/app"
@@ -40,6 +43,7 @@ type rig struct {
 	d         *deduct.Deductor
 	tokenPath string
 	reg       *prometheus.Registry
+	logs      *observer.ObservedLogs // what the API logged, beside the test's log
 	api       *adminapi.API
 }
 
@@ -73,7 +77,10 @@ func newRig(t testing.TB, opts adminapi.Options) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.api, err = adminapi.New(g.d, g.store, opts, zaptest.NewLogger(t), m); err != nil {
+	core, logs := observer.New(zap.InfoLevel)
+	g.logs = logs
+	log := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) })))
+	if g.api, err = adminapi.New(g.d, g.store, opts, log, m); err != nil {
 		t.Fatal(err)
 	}
 	return g

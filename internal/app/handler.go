@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -10,6 +11,7 @@ import (
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/failure"
 	"github.com/quotaflow/billing/internal/shard"
 )
 
@@ -17,7 +19,8 @@ import (
 // and quota shard, so that a merchant's shards run in parallel lanes.
 type router struct {
 	shards *shard.Cache
-	// anyKey accepts any message key for a sharded merchant (WORKER_SHARDED_ANY_KEY).
+	// anyKey accepts any message key for a sharded merchant
+	// (WORKER_SHARDED_ANY_KEY): the handler's keys judge it.
 	anyKey bool
 }
 
@@ -26,13 +29,52 @@ func (r router) decode(m kafka.Message) (event.PaymentSucceeded, consumer.Route,
 	if err != nil {
 		return event.PaymentSucceeded{}, consumer.Route{}, err
 	}
-	n := r.shards.Count(e.MerchantID)
-	if !r.anyKey || n == 1 {
+	if !r.anyKey {
 		if err := e.CheckKey(m.Key); err != nil {
 			return event.PaymentSucceeded{}, consumer.Route{}, err
 		}
 	}
+	n := r.shards.Count(e.MerchantID)
 	return e, consumer.Route{Key: e.MerchantID, Shard: shard.Of(e.EventID, n)}, nil
+}
+
+// anyKeys judges, with WORKER_SHARDED_ANY_KEY, the message keys decode let
+// through: a key other than the merchant_id is invalid only for a merchant
+// MySQL says is not sharded (one shard, not folding from more). The cached
+// counts may accept a key (a stale "sharded" only routes for a moment), never
+// refuse one: a cache behind a resharding must not make a valid event poison.
+// Keys that match, or merchants the cache holds sharded, cost no query.
+type anyKeys struct{ shards *shard.Cache }
+
+// check returns the items' key errors (permanent; nil when none), or an
+// outage for the whole batch when MySQL cannot be read.
+func (a anyKeys) check(ctx context.Context, items []consumer.Item[event.PaymentSucceeded]) ([]error, error) {
+	var doubt []string
+	for _, it := range items {
+		if a.shards.Count(it.Value.MerchantID) == 1 && it.Value.CheckKey(it.Msg.Key) != nil {
+			doubt = append(doubt, it.Value.MerchantID)
+		}
+	}
+	if len(doubt) == 0 {
+		return nil, nil
+	}
+	layouts, err := a.shards.Layouts(ctx, slices.Compact(slices.Sorted(slices.Values(doubt))))
+	if err != nil {
+		return nil, failure.Outage(err) // no message's fault: it never dead-letters one
+	}
+	var errs []error
+	for i, it := range items {
+		if l, read := layouts[it.Value.MerchantID]; !read || l.Sharded() {
+			continue
+		}
+		if err := it.Value.CheckKey(it.Msg.Key); err != nil {
+			if errs == nil {
+				errs = make([]error, len(items))
+			}
+			errs[i] = failure.Permanent(failure.ClassInvalid, err)
+		}
+	}
+	return errs, nil
 }
 
 // decodeGrant is the grants consumer's decoder, routed by merchant.
@@ -47,11 +89,47 @@ func decodeGrant(m kafka.Message) (event.GrantCommand, consumer.Route, error) {
 // billingHandler runs a lane batch through the write path.
 type billingHandler struct {
 	deductor *deduct.Deductor
+	keys     *anyKeys // nil: decode checked every key
 	metrics  *Metrics
 	log      *zap.Logger
 }
 
 func (h *billingHandler) HandleBatch(ctx context.Context, items []consumer.Item[event.PaymentSucceeded]) ([]error, error) {
+	if h.keys != nil {
+		bad, err := h.keys.check(ctx, items)
+		if err != nil {
+			return nil, err // MySQL unread: the batch waits
+		}
+		if bad != nil {
+			return h.handleValid(ctx, items, bad)
+		}
+	}
+	return h.handle(ctx, items)
+}
+
+// handleValid handles the items without an error in bad: bad's are theirs.
+func (h *billingHandler) handleValid(ctx context.Context, items []consumer.Item[event.PaymentSucceeded], bad []error) ([]error, error) {
+	var valid []consumer.Item[event.PaymentSucceeded]
+	var at []int // valid[j] is items[at[j]]
+	for i, it := range items {
+		if bad[i] == nil {
+			valid, at = append(valid, it), append(at, i)
+		}
+	}
+	if len(valid) == 0 {
+		return bad, nil
+	}
+	errs, err := h.handle(ctx, valid)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		bad[i] = errs[j]
+	}
+	return bad, nil
+}
+
+func (h *billingHandler) handle(ctx context.Context, items []consumer.Item[event.PaymentSucceeded]) ([]error, error) {
 	events := values(items)
 	results, err := h.deductor.Apply(ctx, events)
 	if err != nil {

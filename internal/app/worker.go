@@ -114,6 +114,9 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 		return nil, err
 	}
 	handler := &billingHandler{deductor: w.Deductor, metrics: m.app, log: log}
+	if cfg.Worker.ShardedAnyKey {
+		handler.keys = &anyKeys{shards: w.Shards}
+	}
 	ccfg := consumerConfig(cfg, w.svc)
 	ccfg.Tracer = w.traces.Tracer()
 	r := router{shards: w.Shards, anyKey: cfg.Worker.ShardedAnyKey}

@@ -21,6 +21,18 @@ const DefaultAdminRateLimit = "10,20"
 // MinAdminTokenChars is the shortest token ADMIN_TOKEN_FILE may hold.
 const MinAdminTokenChars = 16
 
+// AdminToken is the bearer token of a token file's content b, without the
+// white space around it, or an error if it is shorter than MinAdminTokenChars
+// (empty too). The one rule for the token: Load applies it at start, the read
+// API at every re-read of a rotated file.
+func AdminToken(b []byte) (string, error) {
+	token := strings.TrimSpace(string(b))
+	if len(token) < MinAdminTokenChars {
+		return "", fmt.Errorf("holds a token shorter than %d characters", MinAdminTokenChars)
+	}
+	return token, nil
+}
+
 func (p *parser) admin() Admin {
 	a := Admin{Addr: p.optionalAddr("ADMIN_ADDR"), TokenFile: p.str("ADMIN_TOKEN_FILE", "")}
 	a.Rate, a.Burst = p.rateLimit("ADMIN_RATE_LIMIT", DefaultAdminRateLimit)
@@ -30,13 +42,12 @@ func (p *parser) admin() Admin {
 	case a.TokenFile == "":
 		p.fail("ADMIN_TOKEN_FILE", "", "is required when ADMIN_ADDR is set (a file holding the bearer token)")
 	default:
-		// Read now so a missing or empty file stops the start, not the first request.
+		// Read now so a missing or short token stops the start, not the first request.
 		b, err := os.ReadFile(a.TokenFile)
-		switch token := strings.TrimSpace(string(b)); {
-		case err != nil:
+		if err != nil {
 			p.fail("ADMIN_TOKEN_FILE", a.TokenFile, "cannot be read: "+err.Error())
-		case len(token) < MinAdminTokenChars:
-			p.fail("ADMIN_TOKEN_FILE", a.TokenFile, fmt.Sprintf("holds a token shorter than %d characters", MinAdminTokenChars))
+		} else if _, err := AdminToken(b); err != nil {
+			p.fail("ADMIN_TOKEN_FILE", a.TokenFile, err.Error())
 		}
 	}
 	return a

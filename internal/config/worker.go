@@ -30,9 +30,10 @@ type Worker struct {
 	CommitInterval  time.Duration
 	MaxAttempts     int
 	ShutdownTimeout time.Duration
-	// ShardedAnyKey accepts, for a merchant with more than one quota shard,
-	// a message key other than its merchant_id (producers spreading it over
-	// partitions); lanes go by merchant and shard, never by key.
+	// ShardedAnyKey accepts, for a merchant with more than one quota shard
+	// (as MySQL says, not a cache), a message key other than its merchant_id
+	// (producers spreading it over partitions); lanes go by merchant and
+	// shard, never by key.
 	ShardedAnyKey bool
 }
 

@@ -104,6 +104,10 @@ func checkGrant(g event.GrantCommand) error {
 		return fmt.Errorf("deduct: rollover_max %d is outside 0..2^53-1", g.RolloverMax)
 	case g.RolloverMax > 0 && g.ExpiresAt == nil:
 		return fmt.Errorf("deduct: grant %s never expires: it has nothing to roll over", g.GrantID)
+	case g.ExpiresAt != nil && g.ExpiresAt.IsZero():
+		return fmt.Errorf("deduct: grant %s expires at the zero time (nil: never)", g.GrantID)
+	case g.StartsAt != nil && g.StartsAt.IsZero():
+		return fmt.Errorf("deduct: grant %s starts at the zero time (nil: now)", g.GrantID)
 	case g.ExpiresAt != nil && g.StartsAt != nil && !g.ExpiresAt.After(*g.StartsAt):
 		return fmt.Errorf("deduct: grant %s expires before it starts", g.GrantID)
 	}

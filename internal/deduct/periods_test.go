@@ -304,6 +304,49 @@ func TestTwoExpirersAtOnce(t *testing.T) {
 	e.checkGrantsBackBalance("m")
 }
 
+// A grant whose expires_at has passed when it arrives (issued late for a
+// period that has ended) is recorded and expires at once through the expiry
+// path: its credit and one expire row of all of it, nothing left to pay with.
+// With its period's starts_at its rollover lasts as long as the period did. A
+// zero expires_at or starts_at is invalid, never "no expiry" or "now".
+func TestGrantExpiredOnArrival(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	past := time.Now().Add(-time.Hour).Truncate(time.Second)
+	start := past.Add(-30 * 24 * time.Hour)
+	prio := 1
+	res, err := e.d.GrantBatch(ctx, []event.GrantCommand{
+		{GrantID: "late", MerchantID: "m", Amount: 100, Priority: &prio, ExpiresAt: &past},
+		{GrantID: "late-period", MerchantID: "m", Amount: 40, Priority: &prio, ExpiresAt: &past, StartsAt: &start, RolloverMax: 15},
+		{GrantID: "zero-expiry", MerchantID: "m", Amount: 1, ExpiresAt: &time.Time{}},
+		{GrantID: "zero-start", MerchantID: "m", Amount: 1, StartsAt: &time.Time{}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []Outcome{Applied, Applied, Invalid, Invalid} {
+		if res[i].Outcome != want {
+			t.Errorf("grant %d = %+v, want %s", i, res[i], want)
+		}
+	}
+	e.waitExpired(e.d, time.Now())
+	var kinds []string
+	for _, row := range e.rows("m") {
+		kinds = append(kinds, fmt.Sprintf("%s:%s:%d", row.Kind, row.EventID, row.Amount))
+	}
+	if fmt.Sprint(kinds) != "[credit:late:100 credit:late-period:40 expire:expire:late:100 expire:expire:late-period:40 credit:rollover:late-period:15]" {
+		t.Errorf("ledger = %v", kinds)
+	}
+	if r := e.grants("m")["rollover:late-period"]; r.State != ledger.GrantActive || r.ExpiresAt == nil || !r.ExpiresAt.Equal(past.Add(past.Sub(start))) {
+		t.Errorf("rollover grant = %+v, want active until %v", r, past.Add(past.Sub(start)))
+	}
+	if r := e.apply(e.d, []event.PaymentSucceeded{pay("e1", "m", 16)}); r[0].Outcome != Insufficient {
+		t.Errorf("a payment of more than the rollover = %+v, want insufficient", r[0])
+	}
+	e.checkGrantsBackBalance("m")
+	e.checkConsistent()
+}
+
 // A grant with rollover_max carries up to that much into a new grant whose
 // id derives from it; the expiry's replay creates nothing twice.
 func TestRollover(t *testing.T) {

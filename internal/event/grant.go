@@ -56,7 +56,12 @@ type grantWire struct {
 
 // DecodeGrant parses and validates a grant command; key, when present, must
 // equal merchant_id. expires_at, priority (0..100), rollover_max (needs
-// expires_at) and starts_at are optional.
+// expires_at) and starts_at are optional; absent or null, the grant never
+// expires and starts now. The zero time (0001-01-01T00:00:00Z) is invalid in
+// either: it is no time, not "never" or "now". A past expires_at is valid:
+// the grant was issued late for a period that has ended, is recorded, and
+// expires at once through the normal expiry path (its rollover, if any,
+// lasting as long as the period from starts_at did).
 func DecodeGrant(key, value []byte) (GrantCommand, error) {
 	var w grantWire
 	if err := json.Unmarshal(value, &w); err != nil {
@@ -68,18 +73,8 @@ func DecodeGrant(key, value []byte) (GrantCommand, error) {
 	g.MerchantID, errs = requireID(errs, "merchant_id", w.MerchantID)
 	g.Amount, errs = requireAmount(errs, w.Amount)
 	g.Source, errs = requireGrantSource(errs, w.Source)
-	if w.ExpiresAt != nil {
-		var t time.Time
-		if t, errs = requireTime(errs, "expires_at", *w.ExpiresAt); !t.IsZero() {
-			g.ExpiresAt = &t
-		}
-	}
-	if w.StartsAt != nil {
-		var t time.Time
-		if t, errs = requireTime(errs, "starts_at", *w.StartsAt); !t.IsZero() {
-			g.StartsAt = &t
-		}
-	}
+	g.ExpiresAt, errs = optionalTime(errs, "expires_at", w.ExpiresAt)
+	g.StartsAt, errs = optionalTime(errs, "starts_at", w.StartsAt)
 	if w.Priority != nil && string(w.Priority) != "null" {
 		p, err := strconv.Atoi(string(w.Priority))
 		if err != nil || p < MinGrantPriority || p > MaxGrantPriority {
@@ -106,6 +101,23 @@ func DecodeGrant(key, value []byte) (GrantCommand, error) {
 		return GrantCommand{}, &InvalidError{Field: "key", Reason: fmt.Sprintf("message key %q does not match merchant_id %q", key, g.MerchantID)}
 	}
 	return g, nil
+}
+
+// optionalTime is the time of an optional field v (nil: absent or null),
+// which may not be the zero time.
+func optionalTime(errs []error, field string, v *string) (*time.Time, []error) {
+	if v == nil {
+		return nil, errs
+	}
+	n := len(errs)
+	t, errs := requireTime(errs, field, *v)
+	switch {
+	case len(errs) > n:
+		return nil, errs
+	case t.IsZero():
+		return nil, append(errs, &InvalidError{Field: field, Reason: fmt.Sprintf("%q is the zero time: omit the field (or null) for none", truncate(*v))})
+	}
+	return &t, errs
 }
 
 // Encode renders the command in its wire form.

@@ -44,6 +44,19 @@ func TestDecodeGrantPeriod(t *testing.T) {
 	}
 }
 
+// A past expires_at is a time like any other: the grant was issued late for
+// a period that has ended, and expires as soon as it is recorded.
+func TestDecodeGrantPastExpiry(t *testing.T) {
+	v := strings.Replace(validGrant, `}`, `,"starts_at":"2020-01-01T00:00:00Z","expires_at":"2020-02-01T00:00:00Z"}`, 1)
+	got, err := DecodeGrant(nil, []byte(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp := time.Date(2020, 2, 1, 0, 0, 0, 0, time.UTC); got.ExpiresAt == nil || !got.ExpiresAt.Equal(exp) || got.StartsAt == nil {
+		t.Fatalf("got %+v, want expires_at %v", got, exp)
+	}
+}
+
 func TestDecodeGrantInvalid(t *testing.T) {
 	replace := func(old, new string) string { return strings.Replace(validGrant, old, new, 1) }
 	tests := []struct {
@@ -69,6 +82,9 @@ func TestDecodeGrantInvalid(t *testing.T) {
 		{"negative rollover", "", replace(`}`, `,"expires_at":"2027-01-01T00:00:00Z","rollover_max":-1}`), "rollover_max", "not an integer"},
 		{"rollover without expiry", "", replace(`}`, `,"rollover_max":5}`), "rollover_max", "never expires"},
 		{"bad starts_at", "", replace(`}`, `,"starts_at":"today"}`), "starts_at", "not an RFC 3339 time"},
+		{"zero expires_at", "", replace(`}`, `,"expires_at":"0001-01-01T00:00:00Z"}`), "expires_at", "the zero time"},
+		{"zero expires_at with rollover", "", replace(`}`, `,"expires_at":"0001-01-01T00:00:00Z","rollover_max":5}`), "expires_at", "the zero time"},
+		{"zero starts_at", "", replace(`}`, `,"starts_at":"0001-01-01T00:00:00Z"}`), "starts_at", "the zero time"},
 		{"key mismatch", "m-43", validGrant, "key", "does not match"},
 	}
 	for _, tt := range tests {

@@ -99,7 +99,8 @@ type window struct {
 // *HeldError naming the live holder (it never takes a lease over). If the
 // previous holders' high-water mark is ahead of this clock it waits past it,
 // up to 3s, else fails with a *StartWaitError. The lease is valid on return;
-// call Run to keep it so, and Release (or end Run) to give it back.
+// call Run to keep it so, and Release (or end Run) to give it back. A nil
+// logger means zap.NewNop().
 func AcquireLease(ctx context.Context, rdb redis.Scripter, keys keyspace.Keyspace, workerID int, holder Holder, logger *zap.Logger, opts LeaseOptions) (*Lease, error) {
 	switch {
 	case rdb == nil:
@@ -116,6 +117,9 @@ func AcquireLease(ctx context.Context, rdb redis.Scripter, keys keyspace.Keyspac
 	}
 	if opts.Metrics == nil {
 		opts.Metrics, _ = NewMetrics(nil)
+	}
+	if logger == nil {
+		logger = zap.NewNop()
 	}
 	key := keys.WorkerLease(workerID)
 	l := &Lease{

@@ -79,6 +79,19 @@ func TestHWMKeySharesTheLeaseSlot(t *testing.T) {
 	}
 }
 
+// A nil logger means zap.NewNop(), as in lock.Options: acquiring and
+// releasing a lease log nothing and do not panic.
+func TestLeaseNilLogger(t *testing.T) {
+	r := testenv.NewRedis(t)
+	l, err := AcquireLease(context.Background(), r.Client, r.Keys, 4, holderA, nil, LeaseOptions{TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLeaseTakeoverRefused(t *testing.T) {
 	r := testenv.NewRedis(t)
 	a := acquire(t, r, 5, holderA, LeaseOptions{TTL: 5 * time.Second})

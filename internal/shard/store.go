@@ -34,6 +34,10 @@ func (l Layout) Tags(merchantID string) []string {
 	return tags
 }
 
+// Sharded reports whether the layout has more than one shard, or is folding
+// from one that had.
+func (l Layout) Sharded() bool { return l.Shards > 1 || l.FoldingFrom > 1 }
+
 // ErrResharding: a resharding of the merchant has not been folded yet.
 var ErrResharding = errors.New("shard: a resharding of this merchant is not folded yet")
 
