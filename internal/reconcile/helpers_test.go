@@ -107,13 +107,7 @@ func (e *env) setQuota(m string, remain int64, ver int, pending ...any) {
 	for i := 0; i+2 < len(pending); i += 3 {
 		args = append(args, "p:"+pending[i].(string), fmt.Sprintf("%d:%d", pending[i+1], pending[i+2].(time.Time).UnixMilli()))
 	}
-	key := e.redis.Keys.Quota(m)
-	if err := e.redis.Client.Del(e.ctx, key).Err(); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.redis.Client.HSet(e.ctx, key, args...).Err(); err != nil {
-		e.t.Fatal(err)
-	}
+	e.setRaw(m, args...)
 }
 
 func (e *env) quota(m string) map[string]string {
@@ -244,4 +238,16 @@ func histSum(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("histogram %s not found", name)
 	return 0
+}
+
+// setRaw writes a quota hash field by field, as given: malformed ones too.
+func (e *env) setRaw(tag string, kv ...any) {
+	e.t.Helper()
+	key := e.redis.Keys.Quota(tag)
+	if err := e.redis.Client.Del(e.ctx, key).Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.redis.Client.HSet(e.ctx, key, kv...).Err(); err != nil {
+		e.t.Fatal(err)
+	}
 }

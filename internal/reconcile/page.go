@@ -57,8 +57,10 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 	if err != nil {
 		return err
 	}
+	quotas := make([]shardHash, len(hashes))
 	var pending []string
-	for _, h := range hashes {
+	for i, h := range hashes {
+		quotas[i] = shardHash{Key: keys[i], Hash: h}
 		q, _ := quota.Parse(h) // a malformed hash is a finding of classify
 		for _, p := range q.Pending {
 			pending = append(pending, p.EventID)
@@ -71,8 +73,8 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 	now := r.now()
 	for _, m := range locked {
 		tags := tagsOf[m]
-		shardHashes := hashes[:len(tags)]
-		hashes = hashes[len(tags):]
+		shards := quotas[:len(tags)]
+		quotas = quotas[len(tags):]
 		b, ok := balances[m]
 		if !ok {
 			out.Unknown = append(out.Unknown, m)
@@ -85,13 +87,12 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 			}
 		}
 		held := t.held(m)
-		v := classify(merchantInput{ID: m, balance: b, Quota: quota.Merge(shardHashes),
-			Confirmed: confirmed, Held: held}, now, r.cfg)
+		v := classify(merchantInput{ID: m, balance: b, Shards: shards, Confirmed: confirmed, Held: held}, now, r.cfg)
 		var applied bool
 		if len(tags) == 1 {
 			applied, err = r.execute(ctx, m, locks[m].Token(), &v)
 		} else {
-			applied, err = r.executeShards(ctx, m, b.Policy.RedisFloor(), tags, locks, shardHashes, &v)
+			applied, err = r.executeShards(ctx, m, b.Policy.RedisFloor(), tags, locks, shards, &v)
 		}
 		out.Findings = append(out.Findings, v.Findings...)
 		if err != nil {
@@ -141,7 +142,7 @@ func (r *Reconciler) obtainAll(ctx context.Context, tags []string, locks map[str
 // for one hash). The workers' scripts are fenced by the same locks, so nothing
 // moved since the read.
 func (r *Reconciler) executeShards(ctx context.Context, m, floor string, tags []string, locks map[string]*lock.Lock,
-	hashes []map[string]string, v *verdict) (bool, error) {
+	shards []shardHash, v *verdict) (bool, error) {
 	if v.Plan.Kind == planNone {
 		return false, nil
 	}
@@ -155,8 +156,8 @@ func (r *Reconciler) executeShards(ctx context.Context, m, floor string, tags []
 		for _, f := range v.Plan.Delete {
 			drop[f] = true
 		}
-		for _, h := range hashes {
-			q, _ := quota.Parse(h) // parsed by classify already
+		for _, sh := range shards {
+			q, _ := quota.Parse(sh.Hash) // parsed by classify already
 			for _, p := range q.Pending {
 				if !drop[quota.PendingField(p.EventID)] {
 					keep = append(keep, p)

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +68,43 @@ func TestShardedMerchants(t *testing.T) {
 	}
 	if again := mustRun(t, r); len(again.Findings) != 0 || again.Status != StatusClean {
 		t.Fatalf("second run: %+v", again)
+	}
+}
+
+// A shard whose hash cannot be parsed makes its merchant malformed, whatever
+// the shard count: reported, never repaired, its key named. Only a shard that
+// is truly missing is a routine hydration (TestShardedMerchants).
+func TestMalformedShardIsReported(t *testing.T) {
+	e := newEnv(t)
+	now := time.Now()
+	e.merchant("m-one", 50, 0)
+	e.merchant("m-two", 75, 0)
+	e.merchant("m-pend", 30, 0)
+	e.exec("INSERT INTO merchant_shards (merchant_id, shards) VALUES ('m-two', 2), ('m-pend', 3)")
+	e.setRaw("m-one", "remain", "fifty", "ver", "1")
+	e.setQuota("m-two#0", 25, 1)
+	e.setRaw("m-two#1", "remain", "fifty", "ver", "1")
+	e.setQuota("m-pend#0", 10, 1)
+	e.setQuota("m-pend#1", 10, 1, "evt-ok", 5, now)
+	e.setRaw("m-pend#2", "remain", "5", "ver", "1", "p:evt-bad", "5")
+	before := e.dumpRedis()
+
+	r, _ := e.reconciler(Config{})
+	rep := mustRun(t, r)
+	want := map[string]Action{"m-one malformed": ActionReported, "m-two malformed": ActionReported, "m-pend malformed": ActionReported}
+	if got := byMerchant(rep.Findings); !reflect.DeepEqual(got, want) {
+		t.Fatalf("findings %v\nwant %v", sortedKeys(got), sortedKeys(want))
+	}
+	if rep.Repaired != 0 || rep.Hydrated != 0 || rep.Status != StatusDrift {
+		t.Fatalf("report %+v", rep)
+	}
+	bad := map[string]string{"m-one": "m-one", "m-two": "m-two#1", "m-pend": "m-pend#2"}
+	for _, f := range e.auditFindings(rep.RunID) {
+		if key := e.redis.Keys.Quota(bad[f.MerchantID]); !strings.Contains(f.Detail, key) {
+			t.Errorf("%s %s: detail %q does not name %s", f.MerchantID, f.Kind, f.Detail, key)
+		}
+	}
+	if !reflect.DeepEqual(e.dumpRedis(), before) {
+		t.Fatal("a malformed merchant's shards were rewritten")
 	}
 }
