@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -250,4 +252,18 @@ func (e *env) setRaw(tag string, kv ...any) {
 	if err := e.redis.Client.HSet(e.ctx, key, kv...).Err(); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// deductor is a write path on the env's services, as a worker's.
+func (e *env) deductor(opts deduct.Options) *deduct.Deductor {
+	e.t.Helper()
+	store, err := ledger.New(e.my.DB, &snowflakeIDs{}, nil, ledger.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d, err := deduct.New(e.redis.Client, e.redis.Keys, workerLocks{e.locks, e.redis.Keys}, store, nil, nil, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
 }

@@ -45,6 +45,7 @@ type Reconciler struct {
 	now    func() time.Time
 	late   time.Duration // how long after taking its id a ledger row may still commit
 
+	beforeLock  func(merchant string) // test hook: between reading the layout and taking its locks
 	beforeApply func(merchant string) // test hook: between the read and the repair
 }
 

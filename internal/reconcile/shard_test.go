@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/shard"
 )
@@ -106,5 +107,40 @@ func TestMalformedShardIsReported(t *testing.T) {
 	}
 	if !reflect.DeepEqual(e.dumpRedis(), before) {
 		t.Fatal("a malformed merchant's shards were rewritten")
+	}
+}
+
+// A reshard between reading a merchant's layout and taking its locks leaves
+// the run holding the locks of shards the merchant no longer has: it must
+// neither judge nor rewrite them. The merchant is checked again under its new
+// layout (a busy retry) and found clean; no key of the old layout comes back.
+func TestReshardBeforeLocking(t *testing.T) {
+	e := newEnv(t)
+	e.merchant("m-grow", 80, 0)
+	e.merchant("m-shrink", 60, 0)
+	e.exec("INSERT INTO merchant_shards (merchant_id, shards) VALUES ('m-shrink', 2)")
+	e.setQuota("m-grow", 80, 1)
+	e.setQuota("m-shrink#0", 30, 1)
+	e.setQuota("m-shrink#1", 30, 1)
+	d := e.deductor(deduct.Options{Shards: shard.NewCache(shard.NewStore(e.my.SQL), 0, nil)})
+	to := map[string]int{"m-grow": 4, "m-shrink": 1}
+
+	r, _ := e.reconciler(Config{})
+	r.beforeLock = func(m string) {
+		if n, ok := to[m]; ok {
+			delete(to, m) // once: the retry sees the new layout
+			if _, err := d.Reshard(e.ctx, m, n); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	rep := mustRun(t, r)
+	if len(rep.Findings) != 0 || rep.Repaired != 0 || rep.Hydrated != 0 || rep.Busy != 0 || rep.Checked != 2 {
+		t.Fatalf("findings %v, report %+v", byMerchant(rep.Findings), rep)
+	}
+	for _, tag := range []string{"m-grow", "m-shrink#0", "m-shrink#1"} {
+		if h := e.quota(tag); len(h) != 0 {
+			t.Errorf("%s of the old layout is back: %v", tag, h)
+		}
 	}
 }
