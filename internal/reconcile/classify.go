@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,14 +10,36 @@ import (
 	"github.com/quotaflow/billing/internal/quota"
 )
 
-// merchantInput is one merchant's consistent view: its quota hash read under
-// its lock, and its balance row and pending-event ledger rows from one snapshot.
+// merchantInput is one merchant's consistent view: its quota hashes read under
+// its locks, and its balance row and pending-event ledger rows from one snapshot.
 type merchantInput struct {
 	ID string
 	balance
-	Quota     map[string]string // HGETALL; empty when the key is missing
-	Confirmed map[string]bool   // pending event ids that have a debit row of this merchant
-	Held      bool              // a critical finding from the ledger audit
+	Shards    []shardHash     // in shard order, at least one (one when unsharded)
+	Confirmed map[string]bool // pending event ids that have a debit row of this merchant
+	Held      bool            // a critical finding from the ledger audit
+}
+
+// shardHash is one shard's quota hash as read.
+type shardHash struct {
+	Key  string
+	Hash map[string]string // HGETALL; empty when the key is missing
+}
+
+// parseShards parses every shard, then the merchant's quota as their sum
+// (quota.Merge): one shard that cannot be parsed makes the whole unreadable,
+// and the error names its key. A missing shard makes the whole missing.
+func parseShards(shards []shardHash) (quota.Hash, error) {
+	hs := make([]map[string]string, len(shards))
+	var bad error
+	for i, s := range shards {
+		hs[i] = s.Hash
+		if _, err := quota.Parse(s.Hash); err != nil && bad == nil {
+			bad = fmt.Errorf("%s: %w", s.Key, err)
+		}
+	}
+	q, err := quota.Parse(quota.Merge(hs))
+	return q, cmp.Or(bad, err)
 }
 
 type planKind int
@@ -57,7 +80,7 @@ func classify(in merchantInput, now time.Time, p Config) verdict {
 	var v verdict
 	truth := in.Credited - in.Debited
 	held := in.Held
-	q, perr := quota.Parse(in.Quota)
+	q, perr := parseShards(in.Shards)
 	var remain *int64
 	if q.Exists {
 		remain = &q.Remain

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/quota"
+	"github.com/quotaflow/billing/internal/shard"
 )
 
 func TestClassify(t *testing.T) {
@@ -22,6 +23,7 @@ func TestClassify(t *testing.T) {
 		plan    plan
 		delta   []int64
 		pending []int64
+		detail  string // in every finding's detail, when set
 	}
 	cases := []struct {
 		name string
@@ -29,45 +31,57 @@ func TestClassify(t *testing.T) {
 		pol  Config
 		want want
 	}{
-		{"clean", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("70", "3")}, pol, want{}},
+		{"clean", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: h("70", "3")}, pol, want{}},
 		{"young pending is in-flight work, not drift",
-			merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("65", "4", "p:e1", "5:"+young)}, pol, want{}},
-		{"redis high", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("80", "3")}, pol,
+			merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: h("65", "4", "p:e1", "5:"+young)}, pol, want{}},
+		{"redis high", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: h("80", "3")}, pol,
 			want{kinds: []Kind{KindRedisHigh}, plan: plan{Kind: planRepair, ExpectVer: "3", Remain: 70}, delta: []int64{10}, pending: []int64{0}}},
-		{"redis low with young pending kept", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("60", "3", "p:e1", "5:"+young)}, pol,
+		{"redis low with young pending kept", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: h("60", "3", "p:e1", "5:"+young)}, pol,
 			want{kinds: []Kind{KindRedisLow}, plan: plan{Kind: planRepair, ExpectVer: "3", Remain: 65}, delta: []int64{-5}, pending: []int64{5}}},
-		{"orphan is given back", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("65", "9", "p:e1", "5:"+old)}, pol,
+		{"orphan is given back", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: h("65", "9", "p:e1", "5:"+old)}, pol,
 			want{kinds: []Kind{KindOrphanPending}, plan: plan{Kind: planRepair, ExpectVer: "9", Remain: 70, Delete: []string{"p:e1"}},
 				delta: []int64{-5}, pending: []int64{5}}},
 		{"confirmed pending field is removed, remain kept",
-			merchantInput{balance: balance{Credited: 100, Debited: 35}, Quota: h("65", "9", "p:e1", "5:"+young), Confirmed: map[string]bool{"e1": true}}, pol,
+			merchantInput{balance: balance{Credited: 100, Debited: 35}, Shards: h("65", "9", "p:e1", "5:"+young), Confirmed: map[string]bool{"e1": true}}, pol,
 			want{kinds: []Kind{KindStalePending}, plan: plan{Kind: planRepair, ExpectVer: "9", Remain: 65, Delete: []string{"p:e1"}},
 				delta: []int64{0}, pending: []int64{5}}},
-		{"drift and orphan together", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("75", "2", "p:e1", "5:"+old, "p:e2", "7:"+young)}, pol,
+		{"drift and orphan together", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: h("75", "2", "p:e1", "5:"+old, "p:e2", "7:"+young)}, pol,
 			want{kinds: []Kind{KindRedisHigh, KindOrphanPending}, plan: plan{Kind: planRepair, ExpectVer: "2", Remain: 63, Delete: []string{"p:e1"}},
 				delta: []int64{17, -5}, pending: []int64{12, 5}}},
-		{"missing key is hydrated", merchantInput{balance: balance{Credited: 100, Debited: 30}}, pol,
+		{"missing key is hydrated", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: shards(nil)}, pol,
 			want{kinds: []Kind{KindMissingKey}, plan: plan{Kind: planHydrate, Remain: 70, Floor: "0"}, delta: []int64{0}, pending: []int64{0}}},
-		{"missing key only reported without hydration", merchantInput{balance: balance{Credited: 100, Debited: 30}}, Config{Grace: time.Minute, SkipHydrate: true},
+		{"missing key only reported without hydration", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: shards(nil)}, Config{Grace: time.Minute, SkipHydrate: true},
 			want{kinds: []Kind{KindMissingKey}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
-		{"dry run", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("80", "3")}, Config{Grace: time.Minute, DryRun: true, SkipHydrate: true},
+		{"dry run", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: h("80", "3")}, Config{Grace: time.Minute, DryRun: true, SkipHydrate: true},
 			want{kinds: []Kind{KindRedisHigh}, action: ActionDryRun, delta: []int64{10}, pending: []int64{0}}},
-		{"over ceiling", merchantInput{balance: balance{Credited: 5000, Debited: 0}, Quota: h("0", "3")}, pol,
+		{"over ceiling", merchantInput{balance: balance{Credited: 5000, Debited: 0}, Shards: h("0", "3")}, pol,
 			want{kinds: []Kind{KindRedisLow}, action: ActionOverCeiling, delta: []int64{-5000}, pending: []int64{0}}},
-		{"held by a critical ledger finding", merchantInput{balance: balance{Credited: 100, Debited: 30}, Quota: h("80", "3"), Held: true}, pol,
+		{"held by a critical ledger finding", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: h("80", "3"), Held: true}, pol,
 			want{kinds: []Kind{KindRedisHigh}, action: ActionReported, delta: []int64{10}, pending: []int64{0}}},
-		{"negative balance is reported and holds the repair", merchantInput{balance: balance{Credited: 10, Debited: 20}, Quota: h("5", "3")}, pol,
+		{"negative balance is reported and holds the repair", merchantInput{balance: balance{Credited: 10, Debited: 20}, Shards: h("5", "3")}, pol,
 			want{kinds: []Kind{KindNegativeBalance, KindRedisHigh}, action: ActionReported, delta: []int64{-10, 15}, pending: []int64{0, 0}}},
-		{"negative balance already reported by the ledger audit", merchantInput{balance: balance{Credited: 10, Debited: 20}, Quota: h("5", "3"), Held: true}, pol,
+		{"negative balance already reported by the ledger audit", merchantInput{balance: balance{Credited: 10, Debited: 20}, Shards: h("5", "3"), Held: true}, pol,
 			want{kinds: []Kind{KindRedisHigh}, action: ActionReported, delta: []int64{15}, pending: []int64{0}}},
-		{"negative within the floor is no finding", merchantInput{balance: balance{Credited: 10, Debited: 20, Policy: ledger.Policy{Kind: ledger.PolicyFloor, Floor: 10}}, Quota: h("-10", "3")}, pol, want{}},
-		{"below the floor is reported and holds the repair", merchantInput{balance: balance{Credited: 10, Debited: 21, Policy: ledger.Policy{Kind: ledger.PolicyFloor, Floor: 10}}, Quota: h("-10", "3")}, pol,
+		{"negative within the floor is no finding", merchantInput{balance: balance{Credited: 10, Debited: 20, Policy: ledger.Policy{Kind: ledger.PolicyFloor, Floor: 10}}, Shards: h("-10", "3")}, pol, want{}},
+		{"below the floor is reported and holds the repair", merchantInput{balance: balance{Credited: 10, Debited: 21, Policy: ledger.Policy{Kind: ledger.PolicyFloor, Floor: 10}}, Shards: h("-10", "3")}, pol,
 			want{kinds: []Kind{KindNegativeBalance, KindRedisHigh}, action: ActionReported, delta: []int64{-11, 1}, pending: []int64{0, 0}}},
-		{"overage: any negative balance is no finding", merchantInput{balance: balance{Credited: 10, Debited: 900, Policy: ledger.Policy{Kind: ledger.PolicyOverage}}, Quota: h("-890", "3")}, pol, want{}},
-		{"malformed remain", merchantInput{balance: balance{Credited: 10}, Quota: h("ten", "3")}, pol,
-			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
-		{"malformed pending", merchantInput{balance: balance{Credited: 10}, Quota: h("10", "3", "p:e1", "5")}, pol,
-			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}}},
+		{"overage: any negative balance is no finding", merchantInput{balance: balance{Credited: 10, Debited: 900, Policy: ledger.Policy{Kind: ledger.PolicyOverage}}, Shards: h("-890", "3")}, pol, want{}},
+		{"malformed remain", merchantInput{balance: balance{Credited: 10}, Shards: h("ten", "3")}, pol,
+			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}, detail: "quota:{m-1}: "}},
+		{"malformed pending", merchantInput{balance: balance{Credited: 10}, Shards: h("10", "3", "p:e1", "5")}, pol,
+			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}, detail: "quota:{m-1}: "}},
+		{"shards are summed with their pending", merchantInput{balance: balance{Credited: 100, Debited: 30},
+			Shards: shards(hash("40", "3"), hash("25", "7", "p:e1", "5:"+young))}, pol, want{}},
+		{"sharded drift is repaired", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: shards(hash("40", "3"), hash("40", "7"))}, pol,
+			want{kinds: []Kind{KindRedisHigh}, plan: plan{Kind: planRepair, Remain: 70}, delta: []int64{10}, pending: []int64{0}}},
+		{"a missing shard is hydrated", merchantInput{balance: balance{Credited: 100, Debited: 30}, Shards: shards(hash("35", "3"), nil)}, pol,
+			want{kinds: []Kind{KindMissingKey}, plan: plan{Kind: planHydrate, Remain: 70, Floor: "0"}, delta: []int64{0}, pending: []int64{0}}},
+		{"malformed remain on a shard", merchantInput{balance: balance{Credited: 100}, Shards: shards(hash("50", "3"), hash("fifty", "3"))}, pol,
+			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}, detail: "quota:{m-1#1}: "}},
+		{"malformed pending on a shard", merchantInput{balance: balance{Credited: 100}, Shards: shards(hash("50", "3"), hash("25", "3"), hash("25", "3", "p:e1", "5"))}, pol,
+			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}, detail: "quota:{m-1#2}: "}},
+		{"malformed beside a missing shard is malformed", merchantInput{balance: balance{Credited: 100}, Shards: shards(nil, hash("x", "3"))}, pol,
+			want{kinds: []Kind{KindMalformed}, action: ActionReported, delta: []int64{0}, pending: []int64{0}, detail: "quota:{m-1#1}: "}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,6 +95,9 @@ func TestClassify(t *testing.T) {
 				pending = append(pending, f.Pending)
 				if f.Action != c.want.action {
 					t.Errorf("%s action = %q, want %q", f.Kind, f.Action, c.want.action)
+				}
+				if !strings.Contains(f.Detail, c.want.detail) {
+					t.Errorf("%s detail = %q, want it to contain %q", f.Kind, f.Detail, c.want.detail)
 				}
 				if f.MerchantID != "m-1" {
 					t.Errorf("merchant = %q", f.MerchantID)
@@ -99,13 +116,28 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// h builds an HGETALL result: remain, ver, then field/value pairs.
-func h(remain, ver string, kv ...string) map[string]string {
+// hash builds an HGETALL result: remain, ver, then field/value pairs.
+func hash(remain, ver string, kv ...string) map[string]string {
 	m := map[string]string{"remain": remain, "ver": ver}
 	for i := 0; i+1 < len(kv); i += 2 {
 		m[kv[i]] = kv[i+1]
 	}
 	return m
+}
+
+// h is the quota of an unsharded merchant m-1 holding hash(remain, ver, kv...).
+func h(remain, ver string, kv ...string) []shardHash {
+	return shards(hash(remain, ver, kv...))
+}
+
+// shards is m-1's quota over len(hs) shards, keyed as the keyspace would
+// without a prefix; a nil hash is a missing shard.
+func shards(hs ...map[string]string) []shardHash {
+	out := make([]shardHash, len(hs))
+	for s, hh := range hs {
+		out[s] = shardHash{Key: "quota:{" + shard.Tag("m-1", s, len(hs)) + "}", Hash: hh}
+	}
+	return out
 }
 
 func TestResolveFillsOnlyWaitingFindings(t *testing.T) {

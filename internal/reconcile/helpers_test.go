@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -135,13 +137,7 @@ func (e *env) setQuota(m string, remain int64, ver int, pending ...any) {
 	for i := 0; i+2 < len(pending); i += 3 {
 		args = append(args, "p:"+pending[i].(string), fmt.Sprintf("%d:%d", pending[i+1], pending[i+2].(time.Time).UnixMilli()))
 	}
-	key := e.redis.Keys.Quota(m)
-	if err := e.redis.Client.Del(e.ctx, key).Err(); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.redis.Client.HSet(e.ctx, key, args...).Err(); err != nil {
-		e.t.Fatal(err)
-	}
+	e.setRaw(m, args...)
 }
 
 func (e *env) quota(m string) map[string]string {
@@ -272,4 +268,30 @@ func histSum(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("histogram %s not found", name)
 	return 0
+}
+
+// setRaw writes a quota hash field by field, as given: malformed ones too.
+func (e *env) setRaw(tag string, kv ...any) {
+	e.t.Helper()
+	key := e.redis.Keys.Quota(tag)
+	if err := e.redis.Client.Del(e.ctx, key).Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.redis.Client.HSet(e.ctx, key, kv...).Err(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// deductor is a write path on the env's services, as a worker's.
+func (e *env) deductor(opts deduct.Options) *deduct.Deductor {
+	e.t.Helper()
+	store, err := ledger.New(e.my.DB, &snowflakeIDs{}, nil, ledger.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d, err := deduct.New(e.redis.Client, e.redis.Keys, workerLocks{e.locks, e.redis.Keys}, store, nil, nil, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
-	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 )
 
@@ -28,14 +27,7 @@ func TestNoFalseFindingsUnderLoad(t *testing.T) {
 		t.Skip("concurrent load: not in -short")
 	}
 	e := newEnv(t)
-	store, err := ledger.New(e.my.DB, &snowflakeIDs{}, nil, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := deduct.New(e.redis.Client, e.redis.Keys, workerLocks{e.locks, e.redis.Keys}, store, nil, nil, deduct.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := e.deductor(deduct.Options{})
 	const merchants, workers, batches = 10, 4, 150
 	ctx := context.Background()
 	for i := range merchants {

@@ -22,34 +22,16 @@ import (
 func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally) (err error) {
 	var out Report
 	defer func() { t.add(out) }()
-	layouts, err := shard.NewStore(r.db).Layouts(ctx, merchants)
+	locks := make(map[string]*lock.Lock, len(merchants))
+	defer r.releaseAll(ctx, locks)
+	tagsOf, locked, busy, err := r.lockPage(ctx, merchants, locks)
+	out.BusyMerchants = busy
 	if err != nil {
 		return err
 	}
-	locks := make(map[string]*lock.Lock, len(merchants))
-	defer r.releaseAll(ctx, locks)
-	var locked, keys []string
-	tagsOf := make(map[string][]string, len(merchants))
-	for _, m := range merchants {
-		l := layouts[m]
-		if l.FoldingFrom != 0 {
-			// A resharding is folding: the next wide pass of a worker or the
-			// reshard command finishes it; checked on the next run.
-			out.BusyMerchants = append(out.BusyMerchants, m)
-			continue
-		}
-		tags := l.Tags(m)
-		busy, err := r.obtainAll(ctx, tags, locks)
-		switch {
-		case err != nil:
-			return err
-		case busy:
-			out.BusyMerchants = append(out.BusyMerchants, m)
-			continue
-		}
-		tagsOf[m] = tags
-		locked = append(locked, m)
-		for _, tg := range tags {
+	var keys []string
+	for _, m := range locked {
+		for _, tg := range tagsOf[m] {
 			keys = append(keys, r.keys.Quota(tg))
 		}
 	}
@@ -57,8 +39,10 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 	if err != nil {
 		return err
 	}
+	quotas := make([]shardHash, len(hashes))
 	var pending []string
-	for _, h := range hashes {
+	for i, h := range hashes {
+		quotas[i] = shardHash{Key: keys[i], Hash: h}
 		q, _ := quota.Parse(h) // a malformed hash is a finding of classify
 		for _, p := range q.Pending {
 			pending = append(pending, p.EventID)
@@ -71,8 +55,8 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 	now := r.now()
 	for _, m := range locked {
 		tags := tagsOf[m]
-		shardHashes := hashes[:len(tags)]
-		hashes = hashes[len(tags):]
+		shards := quotas[:len(tags)]
+		quotas = quotas[len(tags):]
 		b, ok := balances[m]
 		if !ok {
 			out.Unknown = append(out.Unknown, m)
@@ -85,13 +69,12 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 			}
 		}
 		held := t.held(m)
-		v := classify(merchantInput{ID: m, balance: b, Quota: quota.Merge(shardHashes),
-			Confirmed: confirmed, Held: held}, now, r.cfg)
+		v := classify(merchantInput{ID: m, balance: b, Shards: shards, Confirmed: confirmed, Held: held}, now, r.cfg)
 		var applied bool
 		if len(tags) == 1 {
 			applied, err = r.execute(ctx, m, locks[m].Token(), &v)
 		} else {
-			applied, err = r.executeShards(ctx, m, b.Policy.RedisFloor(), tags, locks, shardHashes, &v)
+			applied, err = r.executeShards(ctx, m, b.Policy.RedisFloor(), tags, locks, shards, &v)
 		}
 		out.Findings = append(out.Findings, v.Findings...)
 		if err != nil {
@@ -112,6 +95,62 @@ func (r *Reconciler) checkPage(ctx context.Context, merchants []string, t *tally
 	return nil
 }
 
+// lockPage takes, into locks, the shard locks of each merchant's layout and
+// returns the merchants it holds (in page order) with their tags; the others
+// are busy: a lock held elsewhere, a resharding still folding, or a layout
+// that moved before its locks were taken.
+func (r *Reconciler) lockPage(ctx context.Context, merchants []string, locks map[string]*lock.Lock) (
+	tagsOf map[string][]string, locked, busy []string, err error) {
+	store := shard.NewStore(r.db)
+	layouts, err := store.Layouts(ctx, merchants)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tagsOf = make(map[string][]string, len(merchants))
+	for _, m := range merchants {
+		l := layouts[m]
+		if l.FoldingFrom != 0 {
+			// A resharding is folding: the next wide pass of a worker or the
+			// reshard command finishes it; checked on the next run.
+			busy = append(busy, m)
+			continue
+		}
+		if r.beforeLock != nil {
+			r.beforeLock(m)
+		}
+		tags := l.Tags(m)
+		contended, err := r.obtainAll(ctx, tags, locks)
+		switch {
+		case err != nil:
+			return nil, nil, busy, err
+		case contended:
+			busy = append(busy, m)
+			continue
+		}
+		tagsOf[m] = tags
+		locked = append(locked, m)
+	}
+	// Read the layouts again under the locks, as the write path does (deduct's
+	// widePass): a reshard between the two reads moved the quota to shards
+	// whose locks these are not. Once these are held, no change of layout
+	// reaches Redis until they are released: folding one takes them.
+	again, err := store.Layouts(ctx, locked)
+	if err != nil {
+		return nil, nil, busy, err
+	}
+	kept := locked[:0]
+	for _, m := range locked {
+		if again[m] != layouts[m] {
+			r.releaseTags(ctx, tagsOf[m], locks)
+			delete(tagsOf, m)
+			busy = append(busy, m)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	return tagsOf, kept, busy, nil
+}
+
 // obtainAll takes the locks of tags, one try each, into locks (by tag); when
 // one is busy it releases those it took and reports busy.
 func (r *Reconciler) obtainAll(ctx context.Context, tags []string, locks map[string]*lock.Lock) (busy bool, err error) {
@@ -121,12 +160,7 @@ func (r *Reconciler) obtainAll(ctx context.Context, tags []string, locks map[str
 			locks[tg] = h
 			continue
 		}
-		taken := make(map[string]*lock.Lock, k)
-		for _, prev := range tags[:k] {
-			taken[prev] = locks[prev]
-			delete(locks, prev)
-		}
-		r.releaseAll(ctx, taken)
+		r.releaseTags(ctx, tags[:k], locks)
 		if errors.Is(err, lock.ErrNotObtained) {
 			return true, nil
 		}
@@ -141,7 +175,7 @@ func (r *Reconciler) obtainAll(ctx context.Context, tags []string, locks map[str
 // for one hash). The workers' scripts are fenced by the same locks, so nothing
 // moved since the read.
 func (r *Reconciler) executeShards(ctx context.Context, m, floor string, tags []string, locks map[string]*lock.Lock,
-	hashes []map[string]string, v *verdict) (bool, error) {
+	shards []shardHash, v *verdict) (bool, error) {
 	if v.Plan.Kind == planNone {
 		return false, nil
 	}
@@ -155,8 +189,8 @@ func (r *Reconciler) executeShards(ctx context.Context, m, floor string, tags []
 		for _, f := range v.Plan.Delete {
 			drop[f] = true
 		}
-		for _, h := range hashes {
-			q, _ := quota.Parse(h) // parsed by classify already
+		for _, sh := range shards {
+			q, _ := quota.Parse(sh.Hash) // parsed by classify already
 			for _, p := range q.Pending {
 				if !drop[quota.PendingField(p.EventID)] {
 					keep = append(keep, p)
@@ -254,6 +288,16 @@ func (r *Reconciler) releaseAll(ctx context.Context, locks map[string]*lock.Lock
 			r.log.Warn("reconcile: release merchant lock", zap.String("merchant_id", m), zap.Error(err))
 		}
 	}
+}
+
+// releaseTags releases the locks of tags and removes them from locks.
+func (r *Reconciler) releaseTags(ctx context.Context, tags []string, locks map[string]*lock.Lock) {
+	taken := make(map[string]*lock.Lock, len(tags))
+	for _, tg := range tags {
+		taken[tg] = locks[tg]
+		delete(locks, tg)
+	}
+	r.releaseAll(ctx, taken)
 }
 
 func truncate(s string, n int) string { return s[:min(len(s), n)] }

@@ -44,6 +44,7 @@ type Reconciler struct {
 	repair *redis.Script
 	now    func() time.Time
 
+	beforeLock  func(merchant string) // test hook: between reading the layout and taking its locks
 	beforeApply func(merchant string) // test hook: between the read and the repair
 }
 
