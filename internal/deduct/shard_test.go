@@ -342,6 +342,38 @@ func (e *env) pendingShards(merchant string, n int) map[string]int {
 	return out
 }
 
+// A merchant already below its overdraft floor (a policy tightened after it
+// went into debt) spread over shards: the shards carry the debt, summing to
+// MySQL's balance, not to zero; a payment is rejected and leaves it so.
+func TestShardsCarryADebtBelowTheFloor(t *testing.T) {
+	e := newEnv(t)
+	c := e.shards()
+	ctx := context.Background()
+	e.grant("m-debt", 100)
+	if err := e.d.SetPolicy(ctx, "m-debt", ledger.Policy{Kind: ledger.PolicyFloor, Floor: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.apply(e.d, []event.PaymentSucceeded{pay("into-debt", "m-debt", 180)}); res[0].Outcome != Applied {
+		t.Fatalf("a payment within the floor: %+v", res[0])
+	}
+	if err := e.d.SetPolicy(ctx, "m-debt", ledger.Policy{Kind: ledger.PolicyReject}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		remain, inFlight, present := e.shardState("m-debt", 4)
+		if b := e.balance("m-debt"); b.Available() != -80 || remain != -80 || inFlight != 0 || present != 4 {
+			t.Errorf("%s: %d shard(s) hold %d (%d in flight); MySQL has %d, want all -80", when, present, remain, inFlight, b.Available())
+		}
+	}
+	e.reshard(c, "m-debt", 4)
+	check("spread over 4 shards")
+	if res := e.apply(e.shardedDeductor(c), []event.PaymentSucceeded{pay("in-debt", "m-debt", 1)}); res[0].Outcome != Insufficient {
+		t.Fatalf("a payment below the floor: %+v", res[0])
+	}
+	check("after a rejection")
+}
+
 func TestDecide(t *testing.T) {
 	pending := inflight{"p5": {EventID: "p5", Amount: 5}}
 	for _, tc := range []struct {
