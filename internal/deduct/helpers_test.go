@@ -87,10 +87,10 @@ func pay(id, merchant string, amount int64) event.PaymentSucceeded {
 		Source: event.SourcePC, OccurredAt: time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)}
 }
 
-// quota reads a merchant's hash: remain (-1 when missing) and pending deductions by event id.
-func (e *env) quota(merchant string) (remain int64, pending map[string]int64) {
+// hash reads and parses the quota hash of a tag (a merchant, or one of its shards).
+func (e *env) hash(tag string) quota.Hash {
 	e.t.Helper()
-	h, err := e.redis.Client.HGetAll(context.Background(), e.redis.Keys.Quota(merchant)).Result()
+	h, err := e.redis.Client.HGetAll(context.Background(), e.redis.Keys.Quota(tag)).Result()
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -98,6 +98,13 @@ func (e *env) quota(merchant string) (remain int64, pending map[string]int64) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return q
+}
+
+// quota reads a merchant's hash: remain (-1 when missing) and pending deductions by event id.
+func (e *env) quota(merchant string) (remain int64, pending map[string]int64) {
+	e.t.Helper()
+	q := e.hash(merchant)
 	remain = -1
 	if q.Exists {
 		remain = q.Remain

@@ -53,14 +53,7 @@ func (e *env) reshard(c *shard.Cache, merchant string, n int) {
 func (e *env) shardState(merchant string, n int) (remain, inFlight int64, present int) {
 	e.t.Helper()
 	for _, t := range shard.Tags(merchant, n) {
-		h, err := e.redis.Client.HGetAll(context.Background(), e.redis.Keys.Quota(t)).Result()
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		q, err := quota.Parse(h)
-		if err != nil {
-			e.t.Fatal(err)
-		}
+		q := e.hash(t)
 		if !q.Exists {
 			continue
 		}
@@ -275,6 +268,110 @@ func TestReshardCarriesPending(t *testing.T) {
 		t.Errorf("shards hold %d, %d in flight; want 3 and none", remain, inFlight)
 	}
 	e.checkConsistent()
+}
+
+// A sharded merchant's events spread over its shards by event id, and a
+// deduction left pending by a crash lives in its event's shard, also after a
+// resharding moved it, so that the redelivered event finds it there: no second
+// deduction, nothing left pending, and the shards sum to MySQL's balance with
+// no wide pass after the redelivery to set them right.
+func TestRedeliveryFindsItsPendingInItsShard(t *testing.T) {
+	e := newEnv(t)
+	c := e.shards()
+	e.grant("m-hot", 400)
+	e.reshard(c, "m-hot", 4) // 100 a shard
+	crashed := make([]event.PaymentSucceeded, 8)
+	for i := range crashed {
+		crashed[i] = pay(fmt.Sprintf("crash-%d", i), "m-hot", 5)
+	}
+	dying := e.shardedDeductor(c)
+	dying.afterStep = func(s string) error {
+		if s == stepDeducted {
+			return errors.New("killed")
+		}
+		return nil
+	}
+	if _, err := dying.Apply(context.Background(), crashed); err == nil {
+		t.Fatal("no crash")
+	}
+	// The dead holder's locks expire (TTL), without its help.
+	for _, tag := range shard.Tags("m-hot", 4) {
+		if err := e.redis.Client.Del(context.Background(), e.redis.Keys.Lock(tag)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inOwnShards := func(when string, n int) {
+		t.Helper()
+		at := e.pendingShards("m-hot", n)
+		for _, ev := range crashed {
+			if s, found := at[ev.EventID]; !found || s != shard.Of(ev.EventID, n) {
+				t.Errorf("%s: pending deductions by shard of %d: %v; want each in its event's shard (%s in %d)", when, n, at, ev.EventID, shard.Of(ev.EventID, n))
+				return
+			}
+		}
+	}
+	inOwnShards("after the crash", 4)
+	e.reshard(c, "m-hot", 8) // 45 a shard, the crash's 40 in flight
+	inOwnShards("after resharding", 8)
+
+	res := e.apply(e.shardedDeductor(c), crashed)
+	for k, r := range res {
+		if r.Outcome != Applied {
+			t.Fatalf("redelivered %s: %+v", crashed[k].EventID, r)
+		}
+	}
+	b := e.balance("m-hot")
+	if remain, _, present := e.shardState("m-hot", 8); b.Debited != 40 || remain != b.Available() || present != 8 {
+		t.Errorf("MySQL debited %d (want 40), %d left, but the %d shard(s) hold %d: the redelivery deducted again", b.Debited, b.Available(), present, remain)
+	}
+	if left := e.pendingShards("m-hot", 8); len(left) != 0 {
+		t.Errorf("pending deductions left after the redelivery (by shard): %v", left)
+	}
+}
+
+// pendingShards is the shard of each pending deduction of a merchant's layout
+// of n shards, in the ledger or not, by event id.
+func (e *env) pendingShards(merchant string, n int) map[string]int {
+	e.t.Helper()
+	out := map[string]int{}
+	for s, tag := range shard.Tags(merchant, n) {
+		for _, p := range e.hash(tag).Pending {
+			out[p.EventID] = s
+		}
+	}
+	return out
+}
+
+// A merchant already below its overdraft floor (a policy tightened after it
+// went into debt) spread over shards: the shards carry the debt, summing to
+// MySQL's balance, not to zero; a payment is rejected and leaves it so.
+func TestShardsCarryADebtBelowTheFloor(t *testing.T) {
+	e := newEnv(t)
+	c := e.shards()
+	ctx := context.Background()
+	e.grant("m-debt", 100)
+	if err := e.d.SetPolicy(ctx, "m-debt", ledger.Policy{Kind: ledger.PolicyFloor, Floor: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.apply(e.d, []event.PaymentSucceeded{pay("into-debt", "m-debt", 180)}); res[0].Outcome != Applied {
+		t.Fatalf("a payment within the floor: %+v", res[0])
+	}
+	if err := e.d.SetPolicy(ctx, "m-debt", ledger.Policy{Kind: ledger.PolicyReject}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		remain, inFlight, present := e.shardState("m-debt", 4)
+		if b := e.balance("m-debt"); b.Available() != -80 || remain != -80 || inFlight != 0 || present != 4 {
+			t.Errorf("%s: %d shard(s) hold %d (%d in flight); MySQL has %d, want all -80", when, present, remain, inFlight, b.Available())
+		}
+	}
+	e.reshard(c, "m-debt", 4)
+	check("spread over 4 shards")
+	if res := e.apply(e.shardedDeductor(c), []event.PaymentSucceeded{pay("in-debt", "m-debt", 1)}); res[0].Outcome != Insufficient {
+		t.Fatalf("a payment below the floor: %+v", res[0])
+	}
+	check("after a rejection")
 }
 
 func TestDecide(t *testing.T) {

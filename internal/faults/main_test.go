@@ -41,6 +41,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/quotaflow/billing/internal/testenv"
 )
 
 var (
@@ -95,20 +97,12 @@ func buildWorker(dir string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, goTool(), append(args, "github.com/quotaflow/billing/cmd/billing-worker")...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, testenv.GoTool(), append(args, "github.com/quotaflow/billing/cmd/billing-worker")...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build billing-worker: %w\n%s", err, out)
 	}
 	fmt.Fprintf(os.Stderr, "faults: built billing-worker in %v\n", time.Since(start).Round(time.Millisecond))
 	return bin, nil
-}
-
-// goTool is the go command.
-func goTool() string {
-	if bin, err := exec.LookPath("go"); err == nil {
-		return bin
-	}
-	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
 // unfencedArgs are the go build flags that strip the token check of scripts

@@ -367,7 +367,7 @@ func TestUnfencedScriptsFailTheirPackageTests(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			args := append([]string{"test", "-count=1"}, unfencedArgs(c.script)...)
-			cmd := exec.CommandContext(ctx, goTool(), append(args, "-run=^"+c.test+"$", c.pkg)...)
+			cmd := exec.CommandContext(ctx, testenv.GoTool(), append(args, "-run=^"+c.test+"$", c.pkg)...)
 			cmd.Dir = "../.."
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError

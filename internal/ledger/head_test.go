@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -79,6 +80,44 @@ func TestOvertakenHeadKeepsWhatItPaid(t *testing.T) {
 	}
 	if b := balanceOf(t, s, "m"); expired != 60 || b.Available() != 0 {
 		t.Fatalf("h expired %d (want 60), available %d (want 0)", expired, b.Available())
+	}
+}
+
+// With two expiring grants, the balance row waits for the earlier expiry:
+// once it is due, the expiry sweep finds the merchant and the guard refuses
+// every debit until the expiry is recorded, so no debit is paid by the
+// expired grant and its remainder leaves at its own expiry, not the later one's.
+func TestGuardWaitsForTheEarliestExpiry(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	early, late := now.Add(time.Second), now.Add(time.Hour)
+	if _, err := s.Grant(ctx, []Credit{
+		{ID: "late", MerchantID: "m", Amount: 100, ExpiresAt: &late},
+		{ID: "early", MerchantID: "m", Amount: 100, ExpiresAt: &early},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, []Row{debit("e-1", "m", 30)}); err != nil { // paid by early, which expires first
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(early) + 200*time.Millisecond)
+	if due, err := s.DueExpiries(ctx, 10); err != nil || len(due) != 1 || due[0] != "m" {
+		t.Errorf("due %v (%v) past the earlier expiry, want [m]", due, err)
+	}
+	var due *ExpiryDueError
+	if err := s.Commit(ctx, []Row{debit("e-2", "m", 10)}); !errors.As(err, &due) {
+		t.Fatalf("a debit past the earlier expiry, before it is recorded: %v; want the guard to wait for it (ExpiryDueError)", err)
+	}
+	if _, err := s.Expire(ctx, []string{"m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, []Row{debit("e-2", "m", 10)}); err != nil {
+		t.Fatalf("a debit once the expiry is recorded: %v", err)
+	}
+	sum, got := activeGrants(t, s, "m")
+	if b := balanceOf(t, s, "m"); b.Available() != 90 || sum != 90 || got["late"] != 90 {
+		t.Errorf("available %d, active grants %v; want 90, all of it the later grant's (the earlier one's 70 expired)", b.Available(), got)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,14 @@ func FreePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// GoTool is the go command, for tests that build or test the module again.
+func GoTool() string {
+	if bin, err := exec.LookPath("go"); err == nil {
+		return bin
+	}
+	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
 // requireBinary finds the first of names on PATH or in /usr/sbin (where Debian
