@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/failure"
@@ -30,7 +31,7 @@ func (d *Deductor) GrantBatch(ctx context.Context, grants []event.GrantCommand) 
 	at := make([]int, 0, len(grants)) // results[at[j]] is credits[j]'s
 	merchants := make([]string, 0, len(grants))
 	for i, g := range grants {
-		if err := checkGrant(g); err != nil {
+		if err := checkGrant(g, d.now()); err != nil {
 			results[i] = Result{Outcome: Invalid, Err: failure.Permanent(failure.ClassInvalid, err)}
 			continue
 		}
@@ -90,7 +91,7 @@ func (d *Deductor) Grant(ctx context.Context, merchantID string, amount int64, g
 }
 
 // checkGrant holds a grant to the limits of the write path.
-func checkGrant(g event.GrantCommand) error {
+func checkGrant(g event.GrantCommand, now time.Time) error {
 	switch {
 	case !event.ValidID(g.MerchantID):
 		return fmt.Errorf("deduct: merchant id %q is not 1..64 characters of [A-Za-z0-9_.:-]", g.MerchantID)
@@ -110,9 +111,18 @@ func checkGrant(g event.GrantCommand) error {
 		return fmt.Errorf("deduct: grant %s starts at the zero time (nil: now)", g.GrantID)
 	case g.ExpiresAt != nil && g.StartsAt != nil && !g.ExpiresAt.After(*g.StartsAt):
 		return fmt.Errorf("deduct: grant %s expires before it starts", g.GrantID)
+	case g.StartsAt != nil && g.StartsAt.After(now.Add(maxGrantLead)):
+		// A grant is spendable from when it is recorded: one sent ahead of
+		// its period would be spent early. Plans issue each period when due.
+		return fmt.Errorf("deduct: grant %s starts at %s, in the future: send it when its period starts",
+			g.GrantID, g.StartsAt.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
+
+// maxGrantLead is how far ahead of this clock a grant's starts_at may be
+// (clock skew between the sender and the worker).
+const maxGrantLead = time.Minute
 
 // grantResult is the Result of one recorded (or refused) credit.
 func grantResult(c ledger.Credited) Result {

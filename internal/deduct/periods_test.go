@@ -308,23 +308,26 @@ func TestTwoExpirersAtOnce(t *testing.T) {
 // period that has ended) is recorded and expires at once through the expiry
 // path: its credit and one expire row of all of it, nothing left to pay with.
 // With its period's starts_at its rollover lasts as long as the period did. A
-// zero expires_at or starts_at is invalid, never "no expiry" or "now".
+// zero expires_at or starts_at is invalid, never "no expiry" or "now"; so is a
+// starts_at in the future (it would be spent before its period starts).
 func TestGrantExpiredOnArrival(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	past := time.Now().Add(-time.Hour).Truncate(time.Second)
 	start := past.Add(-30 * 24 * time.Hour)
+	future := time.Now().Add(time.Hour)
 	prio := 1
 	res, err := e.d.GrantBatch(ctx, []event.GrantCommand{
 		{GrantID: "late", MerchantID: "m", Amount: 100, Priority: &prio, ExpiresAt: &past},
 		{GrantID: "late-period", MerchantID: "m", Amount: 40, Priority: &prio, ExpiresAt: &past, StartsAt: &start, RolloverMax: 15},
 		{GrantID: "zero-expiry", MerchantID: "m", Amount: 1, ExpiresAt: &time.Time{}},
 		{GrantID: "zero-start", MerchantID: "m", Amount: 1, StartsAt: &time.Time{}},
+		{GrantID: "next-period", MerchantID: "m", Amount: 1, StartsAt: &future},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []Outcome{Applied, Applied, Invalid, Invalid} {
+	for i, want := range []Outcome{Applied, Applied, Invalid, Invalid, Invalid} {
 		if res[i].Outcome != want {
 			t.Errorf("grant %d = %+v, want %s", i, res[i], want)
 		}
