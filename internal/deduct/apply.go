@@ -266,6 +266,12 @@ func (d *Deductor) attempt(ctx context.Context, p *pass, open []int, results []R
 	sctx, span = tracing.Start(ctx, "deduct.settle")
 	err = d.settleAll(sctx, p.held, settle)
 	tracing.End(span, err)
+	if errors.Is(err, ErrLockLost) {
+		// Committed, but the locks were lost before: another holder may have
+		// rebuilt these caches from MySQL meanwhile, without the deductions
+		// just committed. Nobody can tell any more, so they are dropped.
+		d.dropLost(ctx, settle)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -283,4 +289,26 @@ func value(p *int64) int64 {
 		return 0
 	}
 	return *p
+}
+
+// dropLost drops, under fresh locks, the caches of a batch that committed
+// after its locks were lost (see attempt). It runs past the batch's context,
+// which the lost lock ended, within releaseTimeout; if it cannot, the
+// reconciler repairs what is left.
+func (d *Deductor) dropLost(ctx context.Context, s settlement) {
+	tags := make([]string, 0, len(s))
+	var merchants []string
+	for t := range s {
+		tags, merchants = append(tags, t), append(merchants, shard.Merchant(t))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	err := d.locked(ctx, tags, func(ctx context.Context, held map[string]heldLock) error {
+		return d.drop(ctx, held, merchants...)
+	})
+	d.metrics.staleRehydrations.WithLabelValues("lock_lost").Inc()
+	if err != nil {
+		d.log.Warn("caches of a batch that committed after losing its locks not dropped; the reconciler repairs them",
+			zap.Strings("tags", tags), zap.Error(err))
+	}
 }

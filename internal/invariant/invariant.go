@@ -331,8 +331,8 @@ func checkRedis(ctx context.Context, r *Report, s State, balances map[string]led
 		shards := all[:n]
 		all = all[n:]
 		for k, h := range shards {
-			if q, err := quota.Parse(h); n > 1 && err == nil && q.Remain < 0 {
-				r.fail(Overdraft, "merchant %s shard %s redis remain %d is negative", m, layouts[m].Tags(m)[k], q.Remain)
+			if q, err := quota.Parse(h); n > 1 && err == nil && belowShardFloor(q.Remain, h[quota.FieldFloor]) {
+				r.fail(Overdraft, "merchant %s shard %s redis remain %d is below its floor %q", m, layouts[m].Tags(m)[k], q.Remain, h[quota.FieldFloor])
 			}
 		}
 		hashes[i] = quota.Merge(shards)
@@ -436,6 +436,16 @@ func overageOf(row ledger.Row, p ledger.Policy) (want int64, ok bool) {
 		return want, true
 	}
 	return want, row.Overage == want
+}
+
+// belowShardFloor reports a shard's remain below its part of the overdraft
+// floor (its floor field: N, "inf" under overage, absent 0).
+func belowShardFloor(remain int64, floor string) bool {
+	if floor == "inf" {
+		return false
+	}
+	f, _ := strconv.ParseInt(floor, 10, 64)
+	return remain < -f
 }
 
 // afterOf renders a row's balance_after, "none" when it has none.

@@ -79,7 +79,8 @@ type Replayed struct {
 	// Events are the balance events the rows imply (per-payment ones aside).
 	Events []quotaevent.Event
 	// Faults are what the rows say that no ledger may: a seq out of place, a
-	// debit the policy did not cover, a rejection it did, a wrong overage.
+	// debit the policy did not cover, a rejection it did, a wrong overage,
+	// billed overage repaid by a grant.
 	Faults []string
 }
 
@@ -127,6 +128,8 @@ func Replay(rows []Row, settings map[string]Balance, def quotaevent.Alerts) map[
 			m.fault("payment %s of %d rejected at balance %d: policy %s covers it", r.EventID, r.Amount, before, p)
 		case r.Kind == KindRejected && r.Reason == ReasonUnknownMerchant:
 			m.fault("payment %s rejected as unknown_merchant after the merchant existed", r.EventID)
+		case r.Kind == KindCredit && before < 0 && p.Kind == PolicyOverage:
+			m.fault("grant %s credited at balance %d under overage: billed units repaid (a billed row must come first)", r.EventID, before)
 		case r.Kind == KindBilled && (p.Kind != PolicyOverage || before+r.Amount != 0):
 			m.fault("billed row %s of %d at balance %d under policy %s", r.EventID, r.Amount, before, p)
 		}

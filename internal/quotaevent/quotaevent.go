@@ -93,7 +93,7 @@ func Crossed(merchantID string, c Change, lv Levels, at time.Time) []Event {
 		switch {
 		case !c.Credit && !wasLow && isLow:
 			x = crossing{Low, ta}
-		case c.Credit && wasLow && !isLow:
+		case c.Credit && wasLow && !isLow && ta > 0: // a threshold the new base turns off is not recovered
 			x = crossing{Recovered, ta}
 		default:
 			continue

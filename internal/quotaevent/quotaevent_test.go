@@ -40,6 +40,8 @@ func TestCrossed(t *testing.T) {
 			reject, "quota.recovered@1000"},
 		{"the percentage follows the base, not the granted total", Change{Before: 1100, After: 900, BaseBefore: 10000, BaseAfter: 10000},
 			Levels{Alerts: Alerts{Percent: 10}}, "quota.low@1000"},
+		{"a percentage the new base turns off recovers nothing", Change{Before: 0, After: 3, BaseBefore: 30, BaseAfter: 3, Credit: true},
+			Levels{Alerts: Alerts{Units: 50, Percent: 5}}, "quota.recovered@0"},
 		{"an expiry lowers the base with the balance", Change{Before: 3000, After: 800, BaseBefore: 10000, BaseAfter: 800},
 			Levels{Alerts: Alerts{Percent: 10}}, ""},
 		{"grant not enough to recover", Change{Before: -60, After: -50, BaseBefore: 5000, BaseAfter: -50, Credit: true},
