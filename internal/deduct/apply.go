@@ -22,9 +22,9 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 	start := time.Now()
 	results := make([]Result, len(events))
 	s := screen(events, results)
-	tags := d.route(events)
+	tags, counts := d.route(events)
 	if len(s.open) > 0 {
-		if err := d.applyOpen(ctx, events, tags, s.open, results); err != nil {
+		if err := d.applyOpen(ctx, &pass{events: events, tags: tags, counts: counts}, s.open, results); err != nil {
 			d.metrics.failedBatches.Inc()
 			if errors.Is(err, ErrLockLost) {
 				d.metrics.lockLost.Inc()
@@ -33,7 +33,7 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 		}
 	}
 	if len(s.rivals) > 0 {
-		if err := d.judgeRivals(ctx, events, tags, s.rivals, results); err != nil {
+		if err := d.judgeRivals(ctx, events, s.rivals, results); err != nil {
 			d.metrics.failedBatches.Inc()
 			return nil, err
 		}
@@ -48,9 +48,8 @@ func (d *Deductor) Apply(ctx context.Context, events []event.PaymentSucceeded) (
 // could not decide (sharded merchants: not enough in the shard, a missing
 // shard, another layout in MySQL) then run in a wide pass under all their
 // merchants' shard locks.
-func (d *Deductor) applyOpen(ctx context.Context, events []event.PaymentSucceeded, tags []string, open []int, results []Result) error {
-	p := &pass{events: events, tags: tags}
-	err := d.locked(ctx, tagsOf(tags, open), func(ctx context.Context, held map[string]heldLock) error {
+func (d *Deductor) applyOpen(ctx context.Context, p *pass, open []int, results []Result) error {
+	err := d.locked(ctx, tagsOf(p.tags, open), func(ctx context.Context, held map[string]heldLock) error {
 		if err := d.step(stepLocked); err != nil {
 			return err
 		}
@@ -60,13 +59,14 @@ func (d *Deductor) applyOpen(ctx context.Context, events []event.PaymentSucceede
 	if err != nil || len(p.wide) == 0 {
 		return err
 	}
-	return d.applyWide(ctx, events, tags, p.wide, results)
+	return d.applyWide(ctx, p.events, p.tags, p.wide, results)
 }
 
 // pass is one locked run of the protocol over events of a batch.
 type pass struct {
 	events []event.PaymentSucceeded
 	tags   []string // tags[i] is the shard (hash tag) of events[i]
+	counts []int    // counts[i] is the shard count tags[i] was routed by; nil in a wide pass
 	held   map[string]heldLock
 	// layouts are the wide pass's, read from MySQL under all the shard locks
 	// of its merchants; nil in a routed pass.
@@ -74,14 +74,15 @@ type pass struct {
 	wide    []int // a routed pass's events left to the wide pass
 }
 
-// route is the shard tag of each event by the shard counts as last read.
-func (d *Deductor) route(events []event.PaymentSucceeded) []string {
-	tags := make([]string, len(events))
+// route is the shard tag of each event by the shard counts as last read, and
+// those counts: a shard of another layout refuses the deduction (deduct.lua).
+func (d *Deductor) route(events []event.PaymentSucceeded) (tags []string, counts []int) {
+	tags, counts = make([]string, len(events)), make([]int, len(events))
 	for i, ev := range events {
 		n := d.shards.Count(ev.MerchantID)
-		tags[i] = shard.Tag(ev.MerchantID, shard.Of(ev.EventID, n), n)
+		tags[i], counts[i] = shard.Tag(ev.MerchantID, shard.Of(ev.EventID, n), n), n
 	}
-	return tags
+	return tags, counts
 }
 
 func tagsOf(tags []string, idx []int) []string {
@@ -189,13 +190,21 @@ func (d *Deductor) attempt(ctx context.Context, p *pass, open []int, results []R
 	if err != nil {
 		return nil, err
 	}
+	misrouted, err := d.misrouted(ctx, p, open, existing)
+	if err != nil {
+		return nil, err
+	}
 	var fresh []int
 	for _, i := range open {
 		ev := events[i]
-		if row, found := existing[ev.EventID]; found {
+		row, found := existing[ev.EventID]
+		switch {
+		case misrouted[i]:
+			wide = append(wide, i)
+		case found:
 			out[i] = judge(ev, row)
 			settle.ended(p.tags[i], ev)
-		} else {
+		default:
 			fresh = append(fresh, i)
 		}
 	}
@@ -282,6 +291,38 @@ func (d *Deductor) attempt(ctx context.Context, p *pass, open []int, results []R
 		results[i] = r
 	}
 	return wide, nil
+}
+
+// misrouted lists the events of a routed pass that are in the ledger already
+// and were routed by a shard count MySQL's layout no longer has: a deduction
+// they left behind is in their shard of that layout, not in the one routed
+// to, so the wide pass (which routes by MySQL) settles them. A fresh event
+// needs no such check: its shard refuses a deduction of another layout. One
+// query, only for a batch that holds redeliveries.
+func (d *Deductor) misrouted(ctx context.Context, p *pass, open []int, existing map[string]ledger.Row) (map[int]bool, error) {
+	if p.layouts != nil {
+		return nil, nil
+	}
+	var idx []int
+	for _, i := range open {
+		if _, found := existing[p.events[i].EventID]; found {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil, nil
+	}
+	layouts, err := d.shards.Layouts(ctx, merchantsOf(p.events, idx))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]bool)
+	for _, i := range idx {
+		if layouts[p.events[i].MerchantID] != (shard.Layout{Shards: p.counts[i]}) {
+			out[i] = true
+		}
+	}
+	return out, nil
 }
 
 func value(p *int64) int64 {

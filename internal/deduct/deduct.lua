@@ -3,10 +3,13 @@
 --
 -- KEYS[1] quota:{m} hash   KEYS[2] lock:quota:{m}
 -- ARGV[1] lock token       ARGV[2] now, unix ms
--- ARGV[3..] pairs of event_id, amount (decimal)
+-- ARGV[3] the shard count the events were routed by
+-- ARGV[4..] pairs of event_id, amount (decimal)
 --
 -- Returns {'lock'} if the lock is not ours; {'missing'} if the hash has no
--- remain (a missing balance is unknown, never zero); else {'ok', remain, codes}
+-- remain (a missing balance is unknown, never zero); {'layout'} if the hash
+-- is a shard of another layout than the routing's (not these events' shard:
+-- their pending deductions would be looked for elsewhere); else {'ok', remain, codes}
 -- with one character per event, in order:
 --   D deducted now (p:<id> = "<amount>:<now>" set): remain + floor >= amount
 --   P deducted before a crash (p:<id> present with this amount): reused
@@ -24,6 +27,9 @@ remain = tonumber(remain)
 if not remain then
   return redis.error_reply('deduct: remain is not a number')
 end
+if (redis.call('HGET', KEYS[1], 'shards') or '1') ~= ARGV[3] then
+  return {'layout'}
+end
 -- The overdraft policy's floor (set at hydration): remain may go down to
 -- -floor; 'inf' (overage) never rejects; absent or malformed: 0 (reject).
 local floor = redis.call('HGET', KEYS[1], 'floor')
@@ -36,7 +42,7 @@ end
 -- Every p:<id> field of the batch, read before any write, in one HMGET per
 -- 1000 events (unpack is bounded by the Lua C stack).
 local names = {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   names[#names + 1] = 'p:' .. ARGV[i]
 end
 local found = {}
@@ -50,13 +56,13 @@ end
 local codes = {}
 local fields = {}
 local seen = {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local id = ARGV[i]
   local amount = tonumber(ARGV[i + 1])
   if not amount or amount <= 0 then
     return redis.error_reply('deduct: bad amount for event ' .. id)
   end
-  local pending = found[(i - 1) / 2]
+  local pending = found[(i - 2) / 2]
   if seen[id] then
     codes[#codes + 1] = 'C'
   elseif pending then

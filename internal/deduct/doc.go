@@ -40,6 +40,10 @@
 //
 // A merchant with S > 1 shards has a hash and a lock per shard; events are
 // routed to the shard of their event_id and batches lock only their shards.
+// Each shard's hash records its layout's count: a deduction routed by a
+// count that is behind (a cache not refreshed since a resharding) is refused
+// there and goes to the wide pass, so an event's pending deduction is always
+// in its shard of the layout, where a redelivery finds it.
 // A shard that cannot cover an event rejects it only if MySQL agrees in step
 // 4; if MySQL covers it, the merchant's shards of the batch are dropped and,
 // like a missing shard or a layout MySQL no longer has, its events go to the

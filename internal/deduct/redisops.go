@@ -38,13 +38,14 @@ const maxExact = 1<<53 - 1
 // group is one shard's events of a batch, in batch order.
 type group struct {
 	tag, merchant string
+	shards        int // the shard count the events were routed by
 	events        []int
 }
 
 // sharded says whether the group is a shard of a sharded merchant.
 func (g group) sharded() bool { return g.tag != g.merchant }
 
-func groupByTag(events []event.PaymentSucceeded, tags []string, idx []int) []group {
+func groupByTag(events []event.PaymentSucceeded, tags []string, counts []int, idx []int) []group {
 	at := make(map[string]int)
 	var groups []group
 	for _, i := range idx {
@@ -53,7 +54,7 @@ func groupByTag(events []event.PaymentSucceeded, tags []string, idx []int) []gro
 		if !ok {
 			k = len(groups)
 			at[t] = k
-			groups = append(groups, group{tag: t, merchant: events[i].MerchantID})
+			groups = append(groups, group{tag: t, merchant: events[i].MerchantID, shards: counts[i]})
 		}
 		groups[k].events = append(groups[k].events, i)
 	}
@@ -72,7 +73,7 @@ var deductSrc string
 func (d *Deductor) deductAll(ctx context.Context, p *pass, idx []int) (map[int]byte, error) {
 	events, held := p.events, p.held
 	codes := make(map[int]byte, len(idx))
-	todo := groupByTag(events, p.tags, idx)
+	todo := groupByTag(events, p.tags, p.counts, idx)
 	hydrate := make(map[string]ledger.Balance)
 	nowMs := d.now().UnixMilli()
 	for round := 0; len(todo) > 0; round++ {
@@ -88,8 +89,8 @@ func (d *Deductor) deductAll(ctx context.Context, p *pass, idx []int) (map[int]b
 				h := quota.Hydrate(key, l.key, l.token, b.Available(), b.Policy().RedisFloor(), d.now())
 				calls, hydrates = append(calls, h), append(hydrates, h)
 			}
-			args := make([]any, 0, 2+2*len(g.events))
-			args = append(args, l.token, nowMs)
+			args := make([]any, 0, 3+2*len(g.events))
+			args = append(args, l.token, nowMs, g.shards)
 			for _, i := range g.events {
 				args = append(args, events[i].EventID, events[i].Amount)
 			}
@@ -113,7 +114,7 @@ func (d *Deductor) deductAll(ctx context.Context, p *pass, idx []int) (map[int]b
 				return nil, d.fenced(err, "deduct")
 			}
 			switch {
-			case status == "missing" && g.sharded():
+			case status == "layout" || (status == "missing" && g.sharded()):
 				for _, i := range g.events {
 					codes[i] = codeWide
 				}

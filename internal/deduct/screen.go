@@ -7,6 +7,7 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/failure"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/shard"
 )
 
 // screened is a batch after the checks that need no I/O.
@@ -61,14 +62,31 @@ func (s screened) finish(results []Result) {
 // judgeRivals decides the rivals once the batch is recorded, by the ledger
 // row: one that matches it is a duplicate (a redelivered original after a
 // conflicting copy), any other a conflict, also without a row. Under their
-// locks each is settled as ended without a debit (a crash's deduction goes).
-func (d *Deductor) judgeRivals(ctx context.Context, events []event.PaymentSucceeded, tags []string, rivals []int, results []Result) error {
-	return d.locked(ctx, tagsOf(tags, rivals), func(ctx context.Context, held map[string]heldLock) error {
+// locks each is settled as ended without a debit (a crash's deduction goes)
+// in its shard of MySQL's layout (of both while one folds): the routing's
+// count may be behind, and rivals are rare enough for the query.
+func (d *Deductor) judgeRivals(ctx context.Context, events []event.PaymentSucceeded, rivals []int, results []Result) error {
+	layouts, err := d.shards.Layouts(ctx, merchantsOf(events, rivals))
+	if err != nil {
+		return err
+	}
+	var settle settlement
+	var tags []string
+	for _, i := range rivals {
+		ev := events[i]
+		l := layouts[ev.MerchantID]
+		for _, n := range []int{l.Shards, l.FoldingFrom} {
+			if n > 0 {
+				t := shard.Tag(ev.MerchantID, shard.Of(ev.EventID, n), n)
+				tags = append(tags, t)
+				settle.ended(t, ev)
+			}
+		}
+	}
+	return d.locked(ctx, tags, func(ctx context.Context, held map[string]heldLock) error {
 		ids := make([]string, len(rivals))
-		var settle settlement
 		for k, i := range rivals {
 			ids[k] = events[i].EventID
-			settle.ended(tags[i], events[i])
 		}
 		existing, err := d.ledger.ExistingEvents(ctx, ids)
 		if err != nil {

@@ -270,7 +270,7 @@ func (d *Deductor) rewrite(m string, l shard.Layout, held map[string]heldLock, f
 			calls = append(calls, d.dropCall(t, h))
 			continue
 		}
-		calls = append(calls, quota.Rewrite(d.keys.Quota(t), h.key, h.token, remains[k], ver, floors[k], pending[k]))
+		calls = append(calls, quota.Rewrite(d.keys.Quota(t), h.key, h.token, remains[k], ver, floors[k], l.Shards, pending[k]))
 	}
 	return calls
 }

@@ -7,6 +7,9 @@
 //	              MySQL, and when it was made
 //	floor         how far below zero the overdraft policy lets remain go:
 //	              N, or "inf" (overage); absent: 0 (reject). Set at hydration.
+//	shards        the shard count of the layout a rebalance wrote the hash
+//	              for; absent: 1. A deduction routed by another count finds
+//	              it is not its event's shard, and goes to the wide pass.
 //
 // A hash without remain is missing: unknown, never zero. The write path's and
 // the reconciler's scripts write it only while the caller's token is in the
@@ -29,6 +32,7 @@ const (
 	FieldRemain   = "remain"
 	FieldVer      = "ver"
 	FieldFloor    = "floor"
+	FieldShards   = "shards"
 	pendingPrefix = "p:"
 )
 

@@ -120,7 +120,7 @@ func TestRewriteIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	rewrite := func(token string) error {
-		c := Rewrite(key, lock, token, 40, 2, "5", []Pending{{EventID: "new", Amount: 2, At: now}})
+		c := Rewrite(key, lock, token, 40, 2, "5", 2, []Pending{{EventID: "new", Amount: 2, At: now}})
 		Run(ctx, r.Client, c)
 		_, err := c.Wrote()
 		return err

@@ -99,10 +99,11 @@ var rewriteSrc string
 var rewriteScript = Script("rewrite", rewriteSrc)
 
 // Rewrite is the fenced call that replaces the hash at quotaKey with remain,
-// ver and the given pending deductions (a shard's part of a rebalance).
-func Rewrite(quotaKey, lockKey, token string, remain, ver int64, floor string, pending []Pending) *Call {
-	args := make([]any, 0, 4+2*len(pending))
-	args = append(args, token, remain, ver, floor)
+// ver and the given pending deductions (a shard's part of a rebalance of a
+// layout of shards shards, which the hash records: FieldShards).
+func Rewrite(quotaKey, lockKey, token string, remain, ver int64, floor string, shards int, pending []Pending) *Call {
+	args := make([]any, 0, 5+2*len(pending))
+	args = append(args, token, remain, ver, floor, shards)
 	for _, p := range pending {
 		args = append(args, PendingField(p.EventID), FormatPending(p.Amount, p.At))
 	}

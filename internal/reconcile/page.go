@@ -203,7 +203,7 @@ func (r *Reconciler) executeShards(ctx context.Context, m, floor string, tags []
 	remains, floors, pendings := quota.Spread(v.Plan.Remain, floor, keep, len(tags))
 	calls := make([]*quota.Call, len(tags))
 	for s, tg := range tags {
-		calls[s] = quota.Rewrite(r.keys.Quota(tg), r.keys.Lock(tg), locks[tg].Token(), remains[s], max(ver+1, r.now().UnixMicro()), floors[s], pendings[s])
+		calls[s] = quota.Rewrite(r.keys.Quota(tg), r.keys.Lock(tg), locks[tg].Token(), remains[s], max(ver+1, r.now().UnixMicro()), floors[s], len(tags), pendings[s])
 	}
 	quota.Run(ctx, r.rdb, calls...)
 	for _, c := range calls {

@@ -10,9 +10,9 @@ import (
 
 // Cache holds the shard counts of sharded merchants for routing, refreshed
 // from MySQL. A stale count only routes an event to a lane or shard of the
-// previous layout for a moment: the write path checks the layout in MySQL
-// before it creates or rebalances shards, so no decision about money rests on
-// it. The Store's methods read and write MySQL directly.
+// previous layout for a moment: a shard refuses a deduction routed by another
+// count than its layout's, and the write path checks the layout in MySQL
+// before it creates or rebalances shards, so no decision rests on it. The Store's methods read and write MySQL directly.
 type Cache struct {
 	*Store
 	every  time.Duration
