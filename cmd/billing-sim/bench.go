@@ -27,8 +27,10 @@ const benchUsage = `billing-sim bench: the same workload through each write stra
   billing-sim bench [--strategies rowlock,redis-per-event,pipeline] [--events N] [--callers N] [--json-file F] [--output text|json] ...
 
 Prints a table (or with --output json the report); --json-file also writes the
-report to a file. Exit codes: 0 every check held, 1 failed or a check did not
-hold, 2 bad command line or environment.
+report to a file. Deadlocks are the server's Innodb_deadlocks while each
+strategy ran: server-wide, so other sessions' deadlocks count too. Exit codes:
+0 every check held, 1 failed or a check did not hold, 2 bad command line or
+environment.
 `
 
 func parseBenchFlags(args []string, d deps) (benchFlags, error) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/bench"
+	"github.com/quotaflow/billing/internal/scenario"
 )
 
 // writeBenchTable writes a bench report for a person.
@@ -47,6 +48,7 @@ func writeBenchTable(w io.Writer, r *bench.Report) error {
 		if len(notes) > 0 {
 			fmt.Fprintf(w, "  %s: %s\n", res.Strategy, strings.Join(notes, " "))
 		}
+		fmt.Fprintf(w, "  %s: deadlocks %s\n", res.Strategy, deadlocks(res.Deadlocks))
 		if res.Error != "" {
 			fmt.Fprintf(w, "  %s FAILED: %s\n", res.Strategy, res.Error)
 		}
@@ -55,6 +57,11 @@ func writeBenchTable(w io.Writer, r *bench.Report) error {
 		}
 	}
 	return nil
+}
+
+// deadlocks says the server's deadlocks over a run for a person.
+func deadlocks(d scenario.Deadlocks) string {
+	return fmt.Sprintf("%d on the server, %.1f per 100,000 events (Innodb_deadlocks, server-wide: other sessions' deadlocks count too)", d.Server, d.Per100k)
 }
 
 func dur(d time.Duration) string {

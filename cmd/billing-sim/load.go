@@ -38,7 +38,10 @@ const loadUsage = `billing-sim load: measure the billing-worker binary black-box
 Runs the real billing-worker processes against a broker, the local MariaDB and
 Redis, on a database, key prefix and topics of its own, and reports (with
 --output json: the result as JSON; --json-file also writes it to a file).
-Exit codes: 0 measured, 1 failed, 2 bad command line or environment.
+Deadlocks are the server's Innodb_deadlocks in the measured window (server-wide:
+other sessions' deadlocks count too) and, the workers' own, the ledger
+transactions they retried. Exit codes: 0 measured, 1 failed, 2 bad command
+line or environment.
 `
 
 func parseLoadFlags(args []string, d deps) (loadFlags, error) {
@@ -252,6 +255,8 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 	i := r.InnoDB
 	fmt.Fprintf(w, "innodb      per event %.2f buffer pool disk reads, %.1f read requests, %.2f pages written back, %.0f redo bytes, %.3f fsyncs (server-wide); ledger ~%d rows: data %d MiB, indexes %d MiB\n",
 		i.DiskReadsPerEvent, i.ReadRequestsPerEvent, i.PagesFlushedPerEvent, i.RedoBytesPerEvent, i.FsyncsPerEvent, i.LedgerRows, i.LedgerDataBytes>>20, i.LedgerIndexBytes>>20)
+	fmt.Fprintf(w, "deadlocks   %s; the workers retried %d ledger transactions (billing_ledger_deadlock_retries_total: after a deadlock or a lock wait timeout)\n",
+		deadlocks(i.Deadlocks), r.LedgerRetries)
 	if bp := r.Host.BufferPoolBytes; bp > 0 && i.LedgerIndexBytes > bp {
 		fmt.Fprintf(w, "            the ledger's indexes (%d MiB) exceed the buffer pool (%d MiB): unless event_ids grow with time, the unique check reads from disk\n",
 			i.LedgerIndexBytes>>20, bp>>20)

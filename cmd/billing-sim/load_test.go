@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/load"
+	"github.com/quotaflow/billing/internal/scenario"
 )
 
 func TestLoadFlags(t *testing.T) {
@@ -53,11 +54,13 @@ func TestWriteLoad(t *testing.T) {
 		Baseline: &load.Baseline{Events: 100, EventsPerSec: 500, Ratio: 10},
 		Paced: &load.Paced{Rate: 1000, ScheduleS: 1, KeptUp: true, Latency: load.Latency{Count: 900, P50MS: 3, P99MS: 9, MaxMS: 12},
 			LedgerTx: &load.LedgerTx{Count: 40, P50MS: 2.5, P99MS: 7.5}},
+		InnoDB: load.InnoDB{Deadlocks: scenario.Deadlocks{Server: 3, Per100k: 300}}, LedgerRetries: 4,
 		Memory: []load.Memory{{RSSMinMiB: 40, RSSMaxMiB: 42, Samples: []load.Sample{{AtS: 1, RSSMiB: 40}, {AtS: 2, RSSMiB: 42}}}},
 	}
 	var out bytes.Buffer
 	writeLoad(&out, res, true)
-	for _, want := range []string{"5000 events/s", "rowlock 500 events/s", "10.0x", "p99 9.0 ms", "kept up", "visible: p50 2.5 ms, p99 7.5 ms (40 attempts", "n/a", "RSS 40-42 MiB", "RSS   42.0 MiB"} {
+	for _, want := range []string{"5000 events/s", "rowlock 500 events/s", "10.0x", "p99 9.0 ms", "kept up", "visible: p50 2.5 ms, p99 7.5 ms (40 attempts", "n/a", "RSS 40-42 MiB", "RSS   42.0 MiB",
+		"deadlocks   3 on the server, 300.0 per 100,000 events", "retried 4 ledger transactions"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -71,7 +74,8 @@ func TestWriteLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back load.Result
-	if err := json.Unmarshal(b, &back); err != nil || back.EventsPerSec != 5000 || back.Paced.Latency.P99MS != 9 || back.Paced.LedgerTx.P99MS != 7.5 {
+	if err := json.Unmarshal(b, &back); err != nil || back.EventsPerSec != 5000 || back.Paced.Latency.P99MS != 9 || back.Paced.LedgerTx.P99MS != 7.5 ||
+		back.InnoDB.Deadlocks.Per100k != 300 || back.LedgerRetries != 4 {
 		t.Fatalf("JSON: %v, %+v", err, back)
 	}
 }

@@ -55,6 +55,10 @@ func runBench(t *testing.T, cfg Config, r *testenv.Redis) *Report {
 			t.Errorf("%s: %d ledger rows (%d debits, %d rejected) for %d events",
 				res.Strategy, res.Check.LedgerRows, res.Check.Debits, res.Check.Rejected, cfg.Events)
 		}
+		// Read from the server: any count, but per 100,000 events of this run.
+		if d := res.Deadlocks; d.Server < 0 || d.Per100k != float64(d.Server)*100_000/float64(cfg.Events) {
+			t.Errorf("%s: deadlocks %+v over %d events", res.Strategy, d, cfg.Events)
+		}
 		s, err := NewStrategy(res.Strategy, 0)
 		if err != nil {
 			t.Fatal(err)

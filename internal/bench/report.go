@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/scenario"
 )
 
 // Report is the outcome of a bench run.
@@ -54,6 +55,10 @@ type Result struct {
 	Database  string           `json:"database"`
 	KeyPrefix string           `json:"redis_prefix"`
 	Error     string           `json:"error,omitempty"`
+
+	// Deadlocks are the server's while the callers ran: other sessions'
+	// deadlocks on the server count too.
+	Deadlocks scenario.Deadlocks `json:"deadlocks"`
 
 	// Milliseconds, for JSON readers.
 	ElapsedMS float64 `json:"elapsed_ms"`

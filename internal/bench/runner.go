@@ -130,8 +130,13 @@ func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err 
 	return nil
 }
 
-// drive runs the callers and times them.
+// drive runs the callers, times them and counts the server's deadlocks
+// meanwhile.
 func (r runner) drive(ctx context.Context, s Strategy, res *Result) error {
+	before, err := scenario.GlobalStatus(ctx, r.admin, scenario.InnoDBDeadlocks)
+	if err != nil {
+		return err
+	}
 	srcs := sources(r.events, r.cfg.Callers, r.cfg.Batch, s.Batched())
 	lat := make([][]time.Duration, len(srcs))
 	var done atomic.Int64
@@ -155,10 +160,14 @@ func (r runner) drive(ctx context.Context, s Strategy, res *Result) error {
 			return nil
 		})
 	}
-	err := g.Wait()
+	err = g.Wait()
 	elapsed := time.Since(start)
 	stopProgress()
-	if err != nil {
+	after, statusErr := scenario.GlobalStatus(context.WithoutCancel(ctx), r.admin, scenario.InnoDBDeadlocks)
+	if statusErr == nil { // per event applied: a failed run stopped short
+		res.Deadlocks = scenario.DeadlocksOver(before, after, int(done.Load()))
+	}
+	if err := errors.Join(err, statusErr); err != nil {
 		return err
 	}
 	var all []time.Duration

@@ -120,13 +120,13 @@ func (s *Store) inSQLTx(ctx context.Context, fn func(ctx context.Context, tx *sq
 	return s.inSQLTxOpts(ctx, nil, fn)
 }
 
-// readCommitted is the isolation of the transactions that insert grants or
-// end them (Grant, Expire): their locking read of a merchant's active grants
+// readCommitted is the isolation of the transactions that write grants
+// (Commit, Grant, Expire): their locking read of a merchant's active grants
 // then locks the rows it finds and no gap beside them, where neighbouring
 // merchants' grants are inserted (under REPEATABLE READ those gap locks made
-// grant transactions of unrelated merchants deadlock). Their consistency
-// comes from the balance rows they lock first, not from gaps. It costs one
-// statement per transaction, so the payment path's Commit keeps the default.
+// transactions of unrelated merchants deadlock). Their consistency comes
+// from the balance rows they lock first, not from gaps. It costs one
+// statement per transaction.
 var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 func (s *Store) inSQLTxOpts(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {

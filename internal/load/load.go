@@ -165,6 +165,11 @@ type Result struct {
 	SystemUSPerEvent float64 `json:"system_cpu_us_per_event"`
 	Machine          Machine `json:"machine"`
 	InnoDB           InnoDB  `json:"innodb"`
+	// LedgerRetries is the ledger transactions the workers tried again after
+	// a deadlock or a lock wait timeout (their
+	// billing_ledger_deadlock_retries_total at the last sample): theirs
+	// alone, where InnoDB.Deadlocks is the server's.
+	LedgerRetries int64 `json:"worker_ledger_deadlock_retries"`
 
 	Baseline *Baseline `json:"baseline,omitempty"`
 	Paced    *Paced    `json:"paced,omitempty"`
@@ -304,4 +309,5 @@ type Sample struct {
 	Batches     float64        `json:"batches,omitempty"`
 	BatchEvents float64        `json:"batch_events,omitempty"`
 	tx          promql.Buckets // billing_ledger_transaction_seconds so far
+	retries     float64        // billing_ledger_deadlock_retries_total so far
 }

@@ -64,6 +64,9 @@ func TestRun(t *testing.T) {
 		if i := res.InnoDB; i.LedgerDataBytes <= 0 || i.ReadRequestsPerEvent <= 0 || i.RedoBytesPerEvent <= 0 || i.PagesFlushedPerEvent < 0 {
 			t.Errorf("innodb %+v", i)
 		}
+		if d := res.InnoDB.Deadlocks; d.Server < 0 || d.Per100k != float64(d.Server)*100_000/2000 || res.LedgerRetries < 0 {
+			t.Errorf("deadlocks %+v, ledger retries %d", d, res.LedgerRetries)
+		}
 		if h := res.Host; h.BufferPoolBytes <= 0 || h.RedoLogBytes <= 0 {
 			t.Errorf("host %+v, want the buffer pool and redo log sizes", h)
 		}
@@ -75,7 +78,8 @@ func TestRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		var back map[string]any
-		if err := json.Unmarshal(b, &back); err != nil || back["events_per_sec"].(float64) != res.EventsPerSec {
+		if err := json.Unmarshal(b, &back); err != nil || back["events_per_sec"].(float64) != res.EventsPerSec || back["worker_ledger_deadlock_retries"] == nil ||
+			back["innodb"].(map[string]any)["deadlocks"].(map[string]any)["innodb_deadlocks_per_100k_events"] == nil {
 			t.Fatalf("JSON round trip: %v, %s", err, b)
 		}
 		checkRemoved(t, db, rdb, res.Setup)

@@ -182,7 +182,7 @@ func (s *sampler) sample(ctx context.Context) {
 		smp := Sample{AtS: time.Since(s.start).Seconds(), RSSMiB: mib(float64(bytes))}
 		if m, err := w.scrape(ctx); err == nil { // not yet listening: RSS only
 			smp.HeapMiB, smp.Goroutines = mib(m.heapBytes), m.goroutines
-			smp.Batches, smp.BatchEvents, smp.tx = m.batches, m.batchEvents, m.tx
+			smp.Batches, smp.BatchEvents, smp.tx, smp.retries = m.batches, m.batchEvents, m.tx, m.retries
 		}
 		s.samples[i] = append(s.samples[i], smp)
 	}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
+
+	"github.com/quotaflow/billing/internal/scenario"
 )
 
 // innodbCounters are the server counters a run reports per event: what
@@ -12,9 +13,11 @@ import (
 // its fsyncs, the dirty pages it wrote back (random keys dirty a page per
 // insert) and the redo it wrote (with the redo log's size, how long a dirty
 // page may wait, and so how many inserts it gathers per write; on MariaDB
-// 10.11 the log's growth equals the LSN's). Server-wide: other clients of a
-// shared server count too. A counter the server lacks reads as 0.
-var innodbCounters = []string{"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests", "Innodb_data_fsyncs", "Innodb_buffer_pool_pages_flushed", "Innodb_os_log_written"}
+// 10.11 the log's growth equals the LSN's); last its deadlocks, reported per
+// 100,000 events. Server-wide: other clients of a shared server count too. A
+// counter the server lacks reads as 0.
+var innodbCounters = []string{"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests", "Innodb_data_fsyncs", "Innodb_buffer_pool_pages_flushed", "Innodb_os_log_written",
+	scenario.InnoDBDeadlocks}
 
 // InnoDB is the server's counters over the window, per event, and the
 // ledger's size at the end (InnoDB's estimates, rows included).
@@ -27,39 +30,19 @@ type InnoDB struct {
 	LedgerRows           int64   `json:"ledger_rows_estimate"`
 	LedgerDataBytes      int64   `json:"ledger_data_bytes"`
 	LedgerIndexBytes     int64   `json:"ledger_index_bytes"`
-}
-
-func readCounters(ctx context.Context, db *sql.DB) (map[string]int64, error) {
-	names := make([]any, len(innodbCounters))
-	for i, n := range innodbCounters {
-		names[i] = n
-	}
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN (?"+strings.Repeat(", ?", len(names)-1)+")", names...)
-	if err != nil {
-		return nil, fmt.Errorf("load: read InnoDB counters: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var name string
-		var v int64
-		if err := rows.Scan(&name, &v); err != nil {
-			return nil, fmt.Errorf("load: read InnoDB counters: %w", err)
-		}
-		out[name] = v
-	}
-	return out, rows.Err()
+	// Deadlocks are the server's in the window: other sessions' count too.
+	Deadlocks scenario.Deadlocks `json:"deadlocks"`
 }
 
 // innoDB is the counters' growth from before, per event, and the ledger's size.
 func innoDB(ctx context.Context, db *sql.DB, before map[string]int64, events int) (InnoDB, error) {
-	after, err := readCounters(ctx, db)
+	after, err := scenario.GlobalStatus(ctx, db, innodbCounters...)
 	if err != nil {
 		return InnoDB{}, err
 	}
 	per := func(name string) float64 { return float64(after[name]-before[name]) / float64(events) }
 	s := InnoDB{DiskReadsPerEvent: per(innodbCounters[0]), ReadRequestsPerEvent: per(innodbCounters[1]), FsyncsPerEvent: per(innodbCounters[2]),
-		PagesFlushedPerEvent: per(innodbCounters[3]), RedoBytesPerEvent: per(innodbCounters[4])}
+		PagesFlushedPerEvent: per(innodbCounters[3]), RedoBytesPerEvent: per(innodbCounters[4]), Deadlocks: scenario.DeadlocksOver(before, after, events)}
 	err = db.QueryRowContext(ctx, "SELECT TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'quota_ledger'").
 		Scan(&s.LedgerRows, &s.LedgerDataBytes, &s.LedgerIndexBytes)
 	if err != nil {

@@ -185,7 +185,7 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	if err != nil {
 		return err
 	}
-	counters, err := readCounters(ctx, r.st.db)
+	counters, err := scenario.GlobalStatus(ctx, r.st.db, innodbCounters...)
 	if err != nil {
 		return err
 	}
@@ -231,6 +231,7 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	}
 	m.read()
 	r.res.Memory = smp.finish() // before the workers go: their exit is no sample
+	r.res.LedgerRetries = ledgerRetries(r.res.Memory)
 	window := end.Sub(start)
 	r.res.ElapsedS = window.Seconds()
 	r.res.EventsPerSec = float64(o.Events) / window.Seconds()

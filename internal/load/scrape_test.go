@@ -20,7 +20,9 @@ func TestScrapeReadsTheWorkersExposition(t *testing.T) {
 	heap := prometheus.NewGauge(prometheus.GaugeOpts{Name: "go_memstats_heap_inuse_bytes"})
 	batch := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "billing_batch_size", Buckets: []float64{1, 64, 1024}}, []string{"topic"})
 	tx := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "billing_ledger_transaction_seconds", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})
-	reg.MustRegister(goroutines, heap, batch, tx)
+	retries := prometheus.NewCounter(prometheus.CounterOpts{Name: "billing_ledger_deadlock_retries_total"})
+	reg.MustRegister(goroutines, heap, batch, tx, retries)
+	retries.Add(3)
 	goroutines.Set(12)
 	heap.Set(4096)
 	for range 7 {
@@ -37,7 +39,7 @@ func TestScrapeReadsTheWorkersExposition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.goroutines != 12 || got.heapBytes != 4096 || got.batches != 7 || got.batchEvents != 700 {
+	if got.goroutines != 12 || got.heapBytes != 4096 || got.batches != 7 || got.batchEvents != 700 || got.retries != 3 {
 		t.Errorf("scraped %+v", got)
 	}
 	if n := len(got.tx); n != 15 || !math.IsInf(got.tx[n-1].UpperBound, +1) || got.tx[n-1].Count != 4 {
@@ -81,5 +83,17 @@ func TestLedgerTx(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// Each worker's counter at its highest sample (a failed scrape reads 0), summed.
+func TestLedgerRetries(t *testing.T) {
+	mem := []Memory{
+		{Samples: []Sample{{retries: 1}, {retries: 4}, {}}},
+		{Samples: []Sample{{retries: 2}}},
+		{},
+	}
+	if got := ledgerRetries(mem); got != 6 {
+		t.Errorf("ledgerRetries = %d, want 6", got)
 	}
 }

@@ -44,6 +44,20 @@ func ledgerTx(mem []Memory, fromS float64) *LedgerTx {
 	return &LedgerTx{Count: int(sum[len(sum)-1].Count), P50MS: 1000 * quantile(0.5, sum), P99MS: 1000 * quantile(0.99, sum)}
 }
 
+// ledgerRetries sums each worker's billing_ledger_deadlock_retries_total at
+// its highest sample (a counter; a sample whose scrape failed reads 0).
+func ledgerRetries(mem []Memory) int64 {
+	var sum float64
+	for _, m := range mem {
+		var most float64
+		for _, s := range m.Samples {
+			most = max(most, s.retries)
+		}
+		sum += most
+	}
+	return int64(sum)
+}
+
 func quantile(q float64, b promql.Buckets) float64 {
 	v, _, _, _, _, _ := promql.BucketQuantile(q, slices.Clone(b)) // it sorts in place
 	return v

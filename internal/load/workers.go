@@ -105,11 +105,14 @@ type scraped struct {
 	// tx is billing_ledger_transaction_seconds so far: cumulative counts by
 	// upper bound, +Inf last.
 	tx promql.Buckets
+	// retries is billing_ledger_deadlock_retries_total so far.
+	retries float64
 }
 
 // scrape reads go_memstats_heap_inuse_bytes, go_goroutines, the
-// billing_batch_size histogram's count and sum and the
-// billing_ledger_transaction_seconds buckets from the worker's /metrics; a
+// billing_batch_size histogram's count and sum, the
+// billing_ledger_transaction_seconds buckets and
+// billing_ledger_deadlock_retries_total from the worker's /metrics; a
 // metric's labelled series are summed (the consumer's carry a topic).
 func (w *workerProc) scrape(ctx context.Context) (scraped, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -140,6 +143,9 @@ func (w *workerProc) scrape(ctx context.Context) (scraped, error) {
 	}
 	for _, m := range families["billing_ledger_transaction_seconds"].GetMetric() {
 		out.tx = addBuckets(out.tx, cumulative(m.GetHistogram()))
+	}
+	for _, m := range families["billing_ledger_deadlock_retries_total"].GetMetric() {
+		out.retries += m.GetCounter().GetValue()
 	}
 	return out, nil
 }
