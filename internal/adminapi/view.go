@@ -90,7 +90,7 @@ type rowView struct {
 	MerchantID   string    `json:"merchant_id"`
 	Kind         string    `json:"kind"`
 	Amount       int64     `json:"amount"`
-	BalanceAfter *int64    `json:"balance_after,omitempty"` // absent on a rejected row of an unknown merchant
+	BalanceAfter *int64    `json:"balance_after,omitempty"` // nil only on rows without a seq, which pages do not list
 	Overage      int64     `json:"overage"`                 // a debit's part below zero under the overage policy
 	GrantID      *string   `json:"grant_id,omitempty"`      // the grant that paid a whole debit, or that an expire row ends
 	Reason       string    `json:"reason"`
