@@ -17,8 +17,9 @@ const alertsUsage = `billingctl quota alerts: set a merchant's low-balance thres
   billingctl quota alerts --merchant M --low 1000 --low 10% [--output text|json]
   billingctl quota alerts --merchant M --none | --default
 
---low takes units or a percentage of the merchant's granted total (at most one
-of each); quota.low is published when a payment takes the balance below one,
+--low takes units or a percentage of the balance the merchant's last credit or
+expiry left (at most one of each; when both come to the same units they are one
+threshold); quota.low is published when a payment takes the balance below one,
 quota.recovered when a grant lifts it back. --none sets no threshold, --default
 returns the merchant to QUOTA_LOW_DEFAULT. The next ledger transaction uses them.
 Exit codes: 0 set, 1 failed, 2 bad command line or environment, 3 merchant unknown to billing.
@@ -41,7 +42,7 @@ func (c *ctl) runAlerts(ctx context.Context, args []string) error {
 	fs := c.flags("quota alerts", alertsUsage)
 	merchant := fs.String("merchant", "", "merchant id")
 	var low lowFlags
-	fs.Var(&low, "low", "a threshold: units (1000) or a percentage of the granted total (10%); repeatable")
+	fs.Var(&low, "low", "a threshold: units (1000) or a percentage of the balance after the last credit or expiry (10%); repeatable")
 	none := fs.Bool("none", false, "no threshold")
 	def := fs.Bool("default", false, "follow QUOTA_LOW_DEFAULT")
 	output := fs.Output()

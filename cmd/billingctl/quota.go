@@ -254,7 +254,7 @@ type quotaView struct {
 	Floor      int64            `json:"overdraft_floor"`
 	Low        string           `json:"low"`            // thresholds as set: "1000,10%" or "none"
 	LowDefault bool             `json:"low_default"`    // they are QUOTA_LOW_DEFAULT's
-	LowUnits   []int64          `json:"low_thresholds"` // in units at today's granted total, highest first
+	LowUnits   []int64          `json:"low_thresholds"` // in units of today's base (ledger.Balance.LowBase), highest first
 	Shards     []shardView      `json:"shards"`
 	Grants     []ledger.Grant   `json:"grants"` // active in burn-down order, then the last ended
 }

@@ -60,7 +60,7 @@ var variables = []Variable{
 	{Name: "SHUTDOWN_TIMEOUT", Default: "10s", Doc: "bound on draining and committing at SIGTERM"},
 	{Name: "QUOTA_EVENTS_TOPIC", Default: DefaultQuotaEventsTopic, Doc: "balance-events topic (quota.low, quota.depleted, quota.recovered, quota.granted; see the schema)"},
 	{Name: "QUOTA_EVENTS_PER_PAYMENT", Default: "false", Doc: "also publish quota.deducted / quota.rejected for every payment of a known merchant"},
-	{Name: "QUOTA_LOW_DEFAULT", Default: "none", Doc: "low-balance thresholds of a merchant without its own: units, a percentage of its granted total, or both (1000,10%)"},
+	{Name: "QUOTA_LOW_DEFAULT", Default: "none", Doc: "low-balance thresholds of a merchant without its own: units, a percentage of the balance its last credit or expiry left, or both (1000,10%)"},
 	{Name: "QUOTA_OUTBOX_RETENTION", Default: "1m", Doc: "how long published rows stay in quota_outbox before they are pruned (0: at once)"},
 	{Name: "WORKER_SHARDED_ANY_KEY", Default: "false", Doc: "accept any message key for a merchant with more than one quota shard, as MySQL says (else the key must be its merchant_id); lanes go by merchant and shard"},
 	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Doc: "OTLP/HTTP collector base URL (traces go to its /v1/traces); tracing is off while neither endpoint is set"},
