@@ -69,6 +69,7 @@ func TestDecodeGrantInvalid(t *testing.T) {
 		{"grant_id of a rollover", "", replace(`"plan-2026-12:m-42"`, `"rollover:g-1"`), "grant_id", `starts with "rollover:", reserved`},
 		{"grant_id of an opening grant", "", replace(`"plan-2026-12:m-42"`, `"opening:m-42"`), "grant_id", `starts with "opening:", reserved`},
 		{"grant_id of a plan period", "", replace(`"plan-2026-12:m-42"`, `"plan:m-42:1764547200"`), "grant_id", `starts with "plan:", reserved`},
+		{"grant_id of a billed row", "", replace(`"plan-2026-12:m-42"`, `"billed:g-1"`), "grant_id", `starts with "billed:", reserved`},
 		{"missing merchant", "", replace(`"merchant_id":"m-42",`, ``), "merchant_id", "missing"},
 		{"amount zero", "", replace(`1000`, `0`), "amount", "outside 1..10^12"},
 		{"amount too big", "", replace(`1000`, `1000000000001`), "amount", "outside 1..10^12"},
