@@ -21,7 +21,7 @@ const (
 	NeedWorkerID             // a Snowflake worker ID must resolve
 )
 
-// Config is the whole environment contract (the README's Configuration table).
+// Config is the whole environment contract (docs/configuration.md).
 type Config struct {
 	Kafka    Kafka
 	Redis    Redis
@@ -93,7 +93,7 @@ func (p *parser) config(needs []Need) Config {
 }
 
 // Variables lists every environment variable Load reads, with its default
-// ("" when there is none), for the README and the deployment checks.
+// ("" when there is none), for docs/configuration.md and the deployment checks.
 func Variables() []Variable {
 	return variables
 }
