@@ -28,7 +28,7 @@ func BenchmarkTopic1000(b *testing.B) {
 		seed[m] = event.GrantCommand{GrantID: fmt.Sprintf("seed-%d", m), MerchantID: fmt.Sprintf("m-%d", m), Amount: 1 << 40}
 	}
 	first := g.start(1, WorkerOptions{NoHTTP: true})
-	if _, err := first.Deductor.GrantBatch(ctx, seed); err != nil {
+	if _, err := first.path.Deductor.GrantBatch(ctx, seed); err != nil {
 		b.Fatal(err)
 	}
 	first.stop(b)

@@ -107,7 +107,7 @@ func TestGrantsTopic(t *testing.T) {
 
 	g.produce(ctx, []kafka.Message{paymentMsg("p2", "m-a", 1)})
 	g.drain(ctx)
-	v, err := w.Deductor.Show(ctx, "m-a")
+	v, err := w.path.Deductor.Show(ctx, "m-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestGrantsTopicCreatedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.drainGrants(ctx)
-	if v, err := w.Deductor.Show(ctx, "m-a"); err != nil || v.Credited != 15 || v.Debited != 1 {
+	if v, err := w.path.Deductor.Show(ctx, "m-a"); err != nil || v.Credited != 15 || v.Debited != 1 {
 		t.Errorf("m-a = %+v, %v; want credited 15, debited 1", v, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/outbox"
+	"github.com/quotaflow/billing/internal/writepath"
 )
 
 // workerMetrics holds every part's metrics, registered on one registry.
@@ -20,10 +21,7 @@ type workerMetrics struct {
 	app      *Metrics
 	consumer *consumer.Metrics // of the payment topic
 	grants   *consumer.Metrics // of the grants topic
-	deduct   *deduct.Metrics
-	ledger   *ledger.Metrics
-	lock     *lock.Metrics
-	idgen    *idgen.Metrics
+	path     writepath.Metrics
 	admin    *adminapi.Metrics
 	outbox   *outbox.Metrics
 }
@@ -42,10 +40,10 @@ func registerAll(reg prometheus.Registerer, k config.Kafka) (*workerMetrics, err
 	m.app, errs[0] = NewMetrics(reg)
 	m.consumer, errs[1] = consumer.NewMetrics(topic(k.Topic))
 	m.grants, errs[6] = consumer.NewMetrics(topic(k.GrantsTopic))
-	m.deduct, errs[2] = deduct.NewMetrics(reg)
-	m.ledger, errs[3] = ledger.NewMetrics(reg)
-	m.lock, errs[4] = lock.NewMetrics(reg)
-	m.idgen, errs[5] = idgen.NewMetrics(reg)
+	m.path.Deduct, errs[2] = deduct.NewMetrics(reg)
+	m.path.Ledger, errs[3] = ledger.NewMetrics(reg)
+	m.path.Lock, errs[4] = lock.NewMetrics(reg)
+	m.path.IDGen, errs[5] = idgen.NewMetrics(reg)
 	m.admin, errs[7] = adminapi.NewMetrics(reg)
 	m.outbox, errs[8] = outbox.NewMetrics(reg)
 	return &m, errors.Join(errs[:]...)

@@ -129,7 +129,7 @@ func TestAnyKeyJudgedByMySQLNotTheCache(t *testing.T) {
 	g.produce(ctx, []kafka.Message{paymentMsg("warm", "m-hot", 1)})
 	g.drain(ctx) // consuming, with m-hot cached as unsharded
 
-	if _, err := w.Deductor.Reshard(ctx, "m-hot", 4); err != nil { // billingctl quota shards
+	if _, err := w.path.Deductor.Reshard(ctx, "m-hot", 4); err != nil { // billingctl quota shards
 		t.Fatal(err)
 	}
 	const n = 60
@@ -162,7 +162,7 @@ func TestAnyKeyJudgedByMySQLNotTheCache(t *testing.T) {
 	if rows != n+1 || events != n+1 {
 		t.Errorf("m-hot: %d debit rows of %d events, want %d of %d", rows, events, n+1, n+1)
 	}
-	if b, err := w.store.Balances(ctx, []string{"m-hot"}); err != nil || b["m-hot"].Available() != 1000-1-2*n {
+	if b, err := w.path.Ledger.Balances(ctx, []string{"m-hot"}); err != nil || b["m-hot"].Available() != 1000-1-2*n {
 		t.Errorf("m-hot: balance %+v, %v; want %d available", b["m-hot"], err, 1000-1-2*n)
 	}
 }

@@ -18,7 +18,7 @@ func grantAll(t *testing.T, w *Worker, merchants []string, amount int64) {
 	t.Helper()
 	ctx := context.Background()
 	for _, m := range merchants {
-		if _, err := w.Deductor.Grant(ctx, m, amount, "grant-"+m); err != nil {
+		if _, err := w.path.Deductor.Grant(ctx, m, amount, "grant-"+m); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -145,7 +145,7 @@ func (r *run) grant(ctx context.Context) error {
 			r.sum.NearlyEmpty++
 		}
 		g.Go(func() error {
-			if _, err := r.workers[0].Deductor.Grant(gctx, m, amount, "grant-"+m); err != nil {
+			if _, err := r.workers[0].Path().Deductor.Grant(gctx, m, amount, "grant-"+m); err != nil {
 				return fmt.Errorf("demo: grant %s: %w", m, err)
 			}
 			p.set(done.Add(1))
@@ -166,11 +166,11 @@ func (r *run) shardHot(ctx context.Context) error {
 		return nil
 	}
 	hot := workload.MerchantIDs(1)[0]
-	if _, err := r.workers[0].Deductor.Reshard(ctx, hot, r.o.Shards); err != nil {
+	if _, err := r.workers[0].Path().Deductor.Reshard(ctx, hot, r.o.Shards); err != nil {
 		return fmt.Errorf("demo: shard %s: %w", hot, err)
 	}
 	r.say("sharded %s over %d quota shards", hot, r.o.Shards)
-	return r.workers[0].Shards.Refresh(ctx)
+	return r.workers[0].Path().Shards.Refresh(ctx)
 }
 
 // consume produces the traffic while the workers consume it, restarts the
@@ -211,7 +211,7 @@ func (r *run) follow(ctx context.Context) error {
 				// The hot merchant ran dry halfway: a grant lifts it (quota.recovered).
 				granted = true
 				m := workload.MerchantIDs(r.o.Merchants)[0]
-				if _, err := r.workers[0].Deductor.Grant(ctx, m, max(r.hotGrant/2, 1), "grant-midway-"+m); err != nil {
+				if _, err := r.workers[0].Path().Deductor.Grant(ctx, m, max(r.hotGrant/2, 1), "grant-midway-"+m); err != nil {
 					return fmt.Errorf("demo: midway grant: %w", err)
 				}
 				r.sum.MidwayGrant = m
