@@ -1,6 +1,5 @@
-// Package app assembles the billing worker and billingctl's operator from a
-// Config: the mains and the demo use it, so the demo runs exactly the
-// production wiring.
+// Package app assembles the billing worker from a Config: the mains and the
+// demo use it, so the demo runs exactly the production wiring.
 package app
 
 import (

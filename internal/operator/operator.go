@@ -1,4 +1,7 @@
-package app
+// Package operator assembles billingctl's write path: the services, a Snowflake
+// worker ID leased from the operator pool (or IDGEN_WORKER_ID), and the stores
+// its commands use.
+package operator
 
 import (
 	"context"
@@ -21,11 +24,11 @@ import (
 
 // The Snowflake worker IDs billingctl leases from when the environment names
 // none: the top of the range, kept free of workers. Each command holds one
-// for its lifetime and releases it at exit, so up to OperatorWorkerIDCount
-// commands run at once and more wait only for one to finish.
+// for its lifetime and releases it at exit, so up to poolSize commands run
+// at once and more wait only for one to finish.
 const (
-	OperatorWorkerIDBase  = 1008
-	OperatorWorkerIDCount = 16
+	poolBase = 1008
+	poolSize = 16
 )
 
 // Operator is the write path for people: quota grants and views, with its own
@@ -44,8 +47,8 @@ type Operator struct {
 	leaseDone chan error
 }
 
-// NewOperator opens the services and leases a worker ID.
-func NewOperator(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Operator, err error) {
+// New opens the services and leases a worker ID.
+func New(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Operator, err error) {
 	svc, err := writepath.OpenServices(ctx, cfg, "billingctl", log)
 	if err != nil {
 		return nil, err
@@ -90,11 +93,11 @@ func (o *Operator) Close() error {
 // again, for up to two lease TTLs.
 func acquireFromPool(ctx context.Context, cfg config.Config, svc *writepath.Services, log *zap.Logger) (lease *idgen.Lease, id int, err error) {
 	holder, ttl := writepath.Holder(cfg), cfg.IDGen.LeaseTTL
-	first := rand.IntN(OperatorWorkerIDCount)
+	first := rand.IntN(poolSize)
 	tryAll := func() error {
 		var errs []error
-		for i := range OperatorWorkerIDCount {
-			id = OperatorWorkerIDBase + (first+i)%OperatorWorkerIDCount
+		for i := range poolSize {
+			id = poolBase + (first+i)%poolSize
 			lease, err = idgen.AcquireLease(ctx, svc.Redis, svc.Keys, id, holder, log, idgen.LeaseOptions{TTL: ttl})
 			switch {
 			case err == nil:
@@ -105,8 +108,8 @@ func acquireFromPool(ctx context.Context, cfg config.Config, svc *writepath.Serv
 				return backoff.Permanent(err)
 			}
 		}
-		return fmt.Errorf("app: every operator worker ID %d..%d is in use: %w", OperatorWorkerIDBase,
-			OperatorWorkerIDBase+OperatorWorkerIDCount-1, errors.Join(errs...))
+		return fmt.Errorf("operator: every worker ID %d..%d of the pool is in use: %w", poolBase,
+			poolBase+poolSize-1, errors.Join(errs...))
 	}
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(50*time.Millisecond), backoff.WithMaxInterval(ttl/3),
 		backoff.WithMaxElapsedTime(2*ttl))
