@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -124,7 +124,7 @@ func TestAnyKeyJudgedByMySQLNotTheCache(t *testing.T) {
 	defer cancel()
 	g := newRig(t, 2)
 	g.env["WORKER_SHARDED_ANY_KEY"] = "true"
-	w := g.start(1, WorkerOptions{NoHTTP: true})
+	w := g.start(1, Options{NoHTTP: true})
 	grantAll(t, w.Worker, []string{"m-hot", "m-flat"}, 1000)
 	g.produce(ctx, []kafka.Message{paymentMsg("warm", "m-hot", 1)})
 	g.drain(ctx) // consuming, with m-hot cached as unsharded

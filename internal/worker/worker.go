@@ -1,6 +1,8 @@
-// Package app assembles the billing worker from a Config: the mains and the
-// demo use it, so the demo runs exactly the production wiring.
-package app
+// Package worker assembles billing-worker from a Config: the consumers of
+// payments and grants, the balance-event relay, the periods loop, the schema
+// gate and the ops and read API servers, on the shared write path. Its main
+// and the demo both call New, so the demo runs exactly the production wiring.
+package worker
 
 import (
 	"context"
@@ -49,8 +51,8 @@ type Worker struct {
 	AdminAddr net.Addr
 }
 
-// WorkerOptions are the optional parts of NewWorker.
-type WorkerOptions struct {
+// Options are the optional parts of New.
+type Options struct {
 	Registry *prometheus.Registry // receives every metric; nil makes a fresh one
 	NoHTTP   bool                 // skips the ops server (tests and the demo's second worker)
 	// SpanExporter receives every span as it ends, whatever the OTEL_*
@@ -58,13 +60,13 @@ type WorkerOptions struct {
 	SpanExporter sdktrace.SpanExporter
 }
 
-// NewWorker builds a worker; it leases its Snowflake worker ID first (see acquireLease).
-func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts WorkerOptions) (_ *Worker, err error) {
+// New builds a worker; it leases its Snowflake worker ID first (see writepath.Lease).
+func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) (_ *Worker, err error) {
 	if cfg.IDGen.WorkerID < 0 {
-		return nil, errors.New("app: no Snowflake worker ID (set IDGEN_WORKER_ID or POD_NAME)")
+		return nil, errors.New("worker: no Snowflake worker ID (set IDGEN_WORKER_ID or POD_NAME)")
 	}
 	if len(cfg.Kafka.Brokers) == 0 {
-		return nil, errors.New("app: KAFKA_BROKERS is empty")
+		return nil, errors.New("worker: KAFKA_BROKERS is empty")
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -96,10 +98,10 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 		w.http.AddReadiness("mysql", w.svc.PingMySQL)
 		w.http.AddReadiness("idgen_lease", func(context.Context) error { return errWaitingForLease })
 		if w.HTTPAddr, err = w.http.Listen(); err != nil {
-			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
+			return nil, fmt.Errorf("worker: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
 		}
 		if err = w.http.Start(); err != nil {
-			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
+			return nil, fmt.Errorf("worker: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
 		}
 	}
 	if w.relay, w.relayWriter, err = newRelay(cfg, w.svc, m.outbox, log); err != nil {
@@ -112,7 +114,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if w.traces, err = newTraces(ctx, cfg.Tracing, opts.SpanExporter); err != nil {
 		return nil, err
 	}
-	handler := &billingHandler{deductor: w.path.Deductor, metrics: m.app, log: log}
+	handler := &billingHandler{deductor: w.path.Deductor, metrics: m.handler, log: log}
 	if cfg.Worker.ShardedAnyKey {
 		handler.keys = &anyKeys{shards: w.path.Shards}
 	}
@@ -145,7 +147,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if cfg.PprofAddr != "" {
 		w.pprof = httpserver.NewPprof(cfg.PprofAddr, log)
 		if _, err = w.pprof.Listen(); err != nil {
-			return nil, fmt.Errorf("app: PPROF_ADDR=%q: %w", cfg.PprofAddr, err)
+			return nil, fmt.Errorf("worker: PPROF_ADDR=%q: %w", cfg.PprofAddr, err)
 		}
 	}
 	return w, nil
@@ -159,7 +161,7 @@ func (w *Worker) listenAdmin(cfg config.Admin, m *workerMetrics, log *zap.Logger
 	}
 	w.admin = httpserver.NewHandler(cfg.Addr, api, log)
 	if w.AdminAddr, err = w.admin.Listen(); err != nil {
-		return fmt.Errorf("app: ADMIN_ADDR=%q: %w", cfg.Addr, err)
+		return fmt.Errorf("worker: ADMIN_ADDR=%q: %w", cfg.Addr, err)
 	}
 	return nil
 }

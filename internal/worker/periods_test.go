@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func TestWorkerExpiresIdleMerchant(t *testing.T) {
 	g := newRig(t, 2)
 	events := g.kafka.Topic(t, 1)
 	g.env["QUOTA_EVENTS_TOPIC"] = events
-	w := g.start(1, WorkerOptions{NoHTTP: true})
+	w := g.start(1, Options{NoHTTP: true})
 	exp := time.Now().Add(time.Second)
 	prio := 1
 	res, err := w.path.Deductor.GrantBatch(ctx, []event.GrantCommand{
