@@ -260,7 +260,7 @@ func TestK8sReconcilerCronJob(t *testing.T) {
 // completion, in order, before its containers. A plain Job therefore races the
 // workers, an init container or a hook does not. Every billing-worker must
 // start after a `billingctl migrate` of its own image has finished. (The
-// worker's schema gate would hold it anyway, internal/app
+// worker's schema gate would hold it anyway, internal/worker
 // TestWorkerWaitsForTheSchema; this keeps it from waiting on the rollout itself.)
 func TestK8sRolloutMigratesBeforeWorkersStart(t *testing.T) {
 	for _, m := range renderings(t) {

@@ -12,7 +12,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"sigs.k8s.io/yaml"
 
-	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
@@ -20,13 +19,14 @@ import (
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/reconcile"
+	"github.com/quotaflow/billing/internal/worker"
 )
 
 // metricSources register the collectors of each package that has metrics.
 // Each gets a registry of its own: a new source is one more line.
 func metricSources() map[string]func(prometheus.Registerer) error {
 	return map[string]func(prometheus.Registerer) error{
-		"app":       func(r prometheus.Registerer) error { _, err := app.NewMetrics(r); return err },
+		"worker":    func(r prometheus.Registerer) error { _, err := worker.NewMetrics(r); return err },
 		"consumer":  func(r prometheus.Registerer) error { _, err := consumer.NewMetrics(r); return err },
 		"deduct":    func(r prometheus.Registerer) error { _, err := deduct.NewMetrics(r); return err },
 		"idgen":     func(r prometheus.Registerer) error { _, err := idgen.NewMetrics(r); return err },

@@ -12,11 +12,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/logging"
 	"github.com/quotaflow/billing/internal/metrics"
+	"github.com/quotaflow/billing/internal/worker"
 )
 
 func main() {
@@ -57,7 +57,7 @@ func run(getenv func(string) string) error {
 		zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("topic", cfg.Kafka.Topic), zap.String("group", cfg.Kafka.Group),
 		zap.Strings("redis", cfg.Redis.Addrs), zap.String("mysql", cfg.MySQL.Redacted()), zap.Int("worker_id", cfg.IDGen.WorkerID))
 	// The scraped registry carries the runtime and process collectors too.
-	w, err := app.NewWorker(ctx, cfg, log, app.WorkerOptions{Registry: metrics.NewRegistry()})
+	w, err := worker.New(ctx, cfg, log, worker.Options{Registry: metrics.NewRegistry()})
 	if err != nil {
 		if ctx.Err() != nil {
 			// A signal while starting (e.g. waiting for a held worker-ID lease) is a clean stop.

@@ -77,7 +77,7 @@ func (c *ctl) runAlerts(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeOp()
-	if err := op.Ledger().SetAlerts(ctx, *merchant, alerts); err != nil {
+	if err := op.Ledger.SetAlerts(ctx, *merchant, alerts); err != nil {
 		if errors.Is(err, ledger.ErrUnknownMerchant) {
 			return fmt.Errorf("%s: %w", *merchant, errUnknownMerchant)
 		}

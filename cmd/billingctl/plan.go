@@ -71,11 +71,7 @@ func (c *ctl) runPlan(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeOp()
-	plans, err := op.Plans()
-	if err != nil {
-		return err
-	}
-	if err := plans.Set(ctx, p); err != nil {
+	if err := op.Plans.Set(ctx, p); err != nil {
 		return err
 	}
 	res := planResult{MerchantID: p.MerchantID, Amount: p.Amount, Every: p.Every.String(), RolloverMax: p.RolloverMax, Priority: p.Priority, Anchor: p.Anchor.UTC()}

@@ -10,13 +10,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/logging"
+	"github.com/quotaflow/billing/internal/operator"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/shard"
 )
@@ -213,7 +213,7 @@ func (c *ctl) runShards(ctx context.Context, args []string) error {
 }
 
 // operator opens the write path: the environment's services and a leased worker ID.
-func (c *ctl) operator(ctx context.Context) (*app.Operator, func(), error) {
+func (c *ctl) operator(ctx context.Context) (*operator.Operator, func(), error) {
 	cfg, err := config.Load(c.getenv)
 	if err != nil {
 		return nil, nil, err
@@ -226,7 +226,7 @@ func (c *ctl) operator(ctx context.Context) (*app.Operator, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	op, err := app.NewOperator(ctx, cfg, log)
+	op, err := operator.New(ctx, cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,9 +11,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/doccmd"
+	"github.com/quotaflow/billing/internal/operator"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -41,7 +41,7 @@ func TestDocumentedCommandsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	grant := func(m string) {
-		op, err := app.NewOperator(ctx, cfg, zap.NewNop())
+		op, err := operator.New(ctx, cfg, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}

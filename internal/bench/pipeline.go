@@ -7,11 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/writepath"
 )
 
 // Pipeline is the batched write path (internal/deduct): per lane batch, the
@@ -34,7 +34,7 @@ func (s *Pipeline) Batched() bool { return true }
 func (s *Pipeline) RedisBalances() bool { return true }
 
 // Setup implements Strategy. It wires internal/deduct the way the worker does:
-// the worker's lock adapter (app.MerchantLocks), a ledger.Store on the
+// the worker's lock adapter (writepath.MerchantLocks), a ledger.Store on the
 // strategy's database, the strategy's Redis prefix. Redis balances are hydrated lazily by the
 // Deductor (a missing quota hash is read from merchant_balance under the lock).
 func (s *Pipeline) Setup(_ context.Context, env *Env) error {
@@ -46,7 +46,7 @@ func (s *Pipeline) Setup(_ context.Context, env *Env) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("bench: pipeline ledger: %w", err), locks.Close())
 	}
-	d, err := deduct.New(env.Redis, env.Keys, app.MerchantLocks(locks, env.Keys, s.ttl), store, env.Log, nil, deduct.Options{})
+	d, err := deduct.New(env.Redis, env.Keys, writepath.MerchantLocks(locks, env.Keys, s.ttl), store, env.Log, nil, deduct.Options{})
 	if err != nil {
 		return errors.Join(fmt.Errorf("bench: pipeline deductor: %w", err), locks.Close())
 	}

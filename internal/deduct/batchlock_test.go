@@ -17,7 +17,7 @@ import (
 )
 
 // clientLocker is the production lock (internal/lock) as the worker wires it
-// (app.MerchantLocks): one Wait for a batch's merchants.
+// (writepath.MerchantLocks): one Wait for a batch's merchants.
 type clientLocker struct {
 	c    *lock.Client
 	keys keyspace.Keyspace

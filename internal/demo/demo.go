@@ -1,5 +1,5 @@
 // Package demo runs the whole billing system on one machine, with the
-// production wiring (internal/app): an embedded Kafka-protocol broker (or a
+// production wiring (internal/worker): an embedded Kafka-protocol broker (or a
 // real one), a fresh database on the local MySQL, a Redis key prefix of its
 // own, two workers in one consumer group (one restarted midway), poison and
 // duplicate traffic, deliberately corrupted Redis balances, the reconciler, and

@@ -32,7 +32,7 @@ type eventsSummary struct {
 func (r *run) setAlerts(ctx context.Context, merchants []string) error {
 	a := quotaevent.Alerts{Percent: alertPercent}
 	for _, m := range merchants {
-		if err := r.workers[0].Ledger().SetAlerts(ctx, m, &a); err != nil {
+		if err := r.workers[0].Path().Ledger.SetAlerts(ctx, m, &a); err != nil {
 			return fmt.Errorf("demo: alerts of %s: %w", m, err)
 		}
 	}

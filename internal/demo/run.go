@@ -10,10 +10,10 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/scenario"
+	"github.com/quotaflow/billing/internal/worker"
 	"github.com/quotaflow/billing/internal/workload"
 )
 
@@ -23,7 +23,7 @@ type run struct {
 	log     *zap.Logger
 	sum     *Summary
 	traffic scenario.Traffic
-	workers [2]*worker
+	workers [2]*demoWorker
 	spans   *spanRecorder // under --trace
 	// hotGrant is the hot merchant's first grant (0 without one).
 	hotGrant int64
@@ -31,9 +31,9 @@ type run struct {
 	produced atomic.Int64
 }
 
-// worker is a billing worker of the demo, running in the background.
-type worker struct {
-	*app.Worker
+// demoWorker is a billing worker of the demo, running in the background.
+type demoWorker struct {
+	*worker.Worker
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -78,7 +78,7 @@ func (r *run) all(ctx context.Context) error {
 	return r.check(ctx)
 }
 
-func (r *run) startWorker(ctx context.Context, id int, http bool) (*worker, error) {
+func (r *run) startWorker(ctx context.Context, id int, http bool) (*demoWorker, error) {
 	env := r.st.WorkerEnv(id, r.o.RedisAddrs, "127.0.0.1:0", r.o.LogLevel)
 	env["WORKER_COMMIT_INTERVAL"], env["SHUTDOWN_TIMEOUT"] = "200ms", "10s"
 	cfg, err := config.Load(func(k string) string { return env[k] }, config.NeedKafka, config.NeedWorkerID)
@@ -86,16 +86,16 @@ func (r *run) startWorker(ctx context.Context, id int, http bool) (*worker, erro
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	opts := app.WorkerOptions{NoHTTP: !http}
+	opts := worker.Options{NoHTTP: !http}
 	if r.spans != nil {
 		opts.SpanExporter = r.spans
 	}
-	w, err := app.NewWorker(wctx, cfg, r.log.With(zap.Int("worker", id)), opts)
+	w, err := worker.New(wctx, cfg, r.log.With(zap.Int("worker", id)), opts)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("demo: start worker %d: %w", id, err)
 	}
-	rw := &worker{Worker: w, cancel: cancel, done: make(chan error, 1)}
+	rw := &demoWorker{Worker: w, cancel: cancel, done: make(chan error, 1)}
 	go func() { rw.done <- w.Run(wctx) }()
 	if http {
 		r.sum.HTTPAddr = w.HTTPAddr.String()
@@ -103,7 +103,7 @@ func (r *run) startWorker(ctx context.Context, id int, http bool) (*worker, erro
 	return rw, nil
 }
 
-func (w *worker) stop() error {
+func (w *demoWorker) stop() error {
 	if w == nil || w.cancel == nil {
 		return nil
 	}
@@ -145,7 +145,7 @@ func (r *run) grant(ctx context.Context) error {
 			r.sum.NearlyEmpty++
 		}
 		g.Go(func() error {
-			if _, err := r.workers[0].Deductor.Grant(gctx, m, amount, "grant-"+m); err != nil {
+			if _, err := r.workers[0].Path().Deductor.Grant(gctx, m, amount, "grant-"+m); err != nil {
 				return fmt.Errorf("demo: grant %s: %w", m, err)
 			}
 			p.set(done.Add(1))
@@ -166,11 +166,11 @@ func (r *run) shardHot(ctx context.Context) error {
 		return nil
 	}
 	hot := workload.MerchantIDs(1)[0]
-	if _, err := r.workers[0].Deductor.Reshard(ctx, hot, r.o.Shards); err != nil {
+	if _, err := r.workers[0].Path().Deductor.Reshard(ctx, hot, r.o.Shards); err != nil {
 		return fmt.Errorf("demo: shard %s: %w", hot, err)
 	}
 	r.say("sharded %s over %d quota shards", hot, r.o.Shards)
-	return r.workers[0].Shards.Refresh(ctx)
+	return r.workers[0].Path().Shards.Refresh(ctx)
 }
 
 // consume produces the traffic while the workers consume it, restarts the
@@ -211,7 +211,7 @@ func (r *run) follow(ctx context.Context) error {
 				// The hot merchant ran dry halfway: a grant lifts it (quota.recovered).
 				granted = true
 				m := workload.MerchantIDs(r.o.Merchants)[0]
-				if _, err := r.workers[0].Deductor.Grant(ctx, m, max(r.hotGrant/2, 1), "grant-midway-"+m); err != nil {
+				if _, err := r.workers[0].Path().Deductor.Grant(ctx, m, max(r.hotGrant/2, 1), "grant-midway-"+m); err != nil {
 					return fmt.Errorf("demo: midway grant: %w", err)
 				}
 				r.sum.MidwayGrant = m

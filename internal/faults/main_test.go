@@ -1,6 +1,6 @@
 // Package faults is the fault-injection suite of the billing worker: each test
 // runs workers (real billing-worker processes built from cmd/billing-worker,
-// or app.NewWorker in the test process) on services of the test's own, breaks
+// or worker.New in the test process) on services of the test's own, breaks
 // something at seeded random moments, and then proves with the invariant
 // checker that no event was lost, none applied twice, no merchant overdrawn,
 // every poison message dead-lettered (once by provenance; copies allowed) and

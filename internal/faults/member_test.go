@@ -11,19 +11,19 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/metrics"
+	"github.com/quotaflow/billing/internal/worker"
 )
 
-// member is a worker in the test process (app.NewWorker, the wiring of the
+// member is a worker in the test process (worker.New, the wiring of the
 // real binary), for scenarios that want the race detector on the worker's
 // code while they inject faults. Its JSON log is kept and printed only when
 // the test fails.
 type member struct {
 	t    *testing.T
 	name string
-	w    *app.Worker
+	w    *worker.Worker
 	logs *lockedBuffer
 
 	mu     sync.Mutex
@@ -46,7 +46,7 @@ func (g *rig) startMember(id int, override map[string]string) *member {
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(m.logs), zap.InfoLevel)
 	log := zap.New(core).With(zap.String("worker", m.name))
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := app.NewWorker(ctx, cfg, log, app.WorkerOptions{Registry: metrics.NewRegistry()})
+	w, err := worker.New(ctx, cfg, log, worker.Options{Registry: metrics.NewRegistry()})
 	if err != nil {
 		cancel()
 		g.t.Fatalf("%s: %v", m.name, err)

@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
-	"github.com/quotaflow/billing/internal/app"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
@@ -22,6 +21,7 @@ import (
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
+	"github.com/quotaflow/billing/internal/writepath"
 )
 
 // Timings of every scenario: short enough that a lost lock, a lapsed lease and
@@ -158,7 +158,7 @@ func (g *rig) newGranter() *deduct.Deductor {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	d, err := deduct.New(g.rdb, g.keys, app.MerchantLocks(locks, g.keys, lockTTL), store, zap.NewNop(), nil,
+	d, err := deduct.New(g.rdb, g.keys, writepath.MerchantLocks(locks, g.keys, lockTTL), store, zap.NewNop(), nil,
 		deduct.Options{Shards: shard.NewCache(shard.NewStore(g.db.SQL), 0, nil)})
 	if err != nil {
 		g.t.Fatal(err)

@@ -14,8 +14,6 @@ import (
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/idgen"
-	"github.com/quotaflow/billing/internal/keyspace"
-	"github.com/quotaflow/billing/internal/lock"
 )
 
 // A reconciler looping while workers deduct, grant and redeliver finds no
@@ -162,23 +160,4 @@ func (s *snowflakeIDs) NextIDs(dst []int64) error {
 		s.last, dst[i] = id, id
 	}
 	return nil
-}
-
-// workerLocks is the workers' locker on internal/lock (as app.MerchantLocks,
-// which this package cannot import).
-type workerLocks struct {
-	c    *lock.Client
-	keys keyspace.Keyspace
-}
-
-func (w workerLocks) Acquire(ctx context.Context, merchantIDs []string) (deduct.Held, error) {
-	keys := make([]string, len(merchantIDs))
-	for i, id := range merchantIDs {
-		keys[i] = w.keys.Lock(id)
-	}
-	l, err := w.c.Wait(ctx, keys, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
 }

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestWorkerTracesOneBatch(t *testing.T) {
 	g := newRig(t, 1)
 	g.env["WORKER_BATCH_WAIT"] = "300ms" // long enough to gather every message into one batch
 	exp := tracetest.NewInMemoryExporter()
-	w := g.start(1, WorkerOptions{NoHTTP: true, SpanExporter: exp})
+	w := g.start(1, Options{NoHTTP: true, SpanExporter: exp})
 	grantAll(t, w.Worker, []string{"m-t"}, 100)
 
 	var msgs []kafka.Message

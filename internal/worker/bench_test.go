@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // (credits), over the same 50 merchants. One op is 1,000 messages; the
 // messages are produced, and the worker built, before the timer runs.
 //
-//	go test -run '^$' -bench Topic1000 -benchtime 10x ./internal/app/
+//	go test -run '^$' -bench Topic1000 -benchtime 10x ./internal/worker/
 func BenchmarkTopic1000(b *testing.B) {
 	const n, merchants = 1000, 50
 	g := newRig(b, 4)
@@ -27,8 +27,8 @@ func BenchmarkTopic1000(b *testing.B) {
 	for m := range seed {
 		seed[m] = event.GrantCommand{GrantID: fmt.Sprintf("seed-%d", m), MerchantID: fmt.Sprintf("m-%d", m), Amount: 1 << 40}
 	}
-	first := g.start(1, WorkerOptions{NoHTTP: true})
-	if _, err := first.Deductor.GrantBatch(ctx, seed); err != nil {
+	first := g.start(1, Options{NoHTTP: true})
+	if _, err := first.path.Deductor.GrantBatch(ctx, seed); err != nil {
 		b.Fatal(err)
 	}
 	first.stop(b)
@@ -53,7 +53,7 @@ func BenchmarkTopic1000(b *testing.B) {
 					topic = g.grants
 				}
 				g.produceTo(ctx, topic, msgs)
-				w, err := NewWorker(ctx, g.config(1), zap.NewNop(), WorkerOptions{NoHTTP: true})
+				w, err := New(ctx, g.config(1), zap.NewNop(), Options{NoHTTP: true})
 				if err != nil {
 					b.Fatal(err)
 				}

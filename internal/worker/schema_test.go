@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -91,7 +91,7 @@ func TestWorkerWaitsForTheSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := g.start(6, WorkerOptions{})
+	w := g.start(6, Options{})
 	g.produce(ctx, traffic.Messages)
 	waitReadyz(t, w.Worker, http.StatusServiceUnavailable, fmt.Sprintf(`"schema":"schema at version 0, want %d: run billingctl migrate"`, st.Latest))
 
@@ -139,7 +139,7 @@ func TestWorkerRefusesANewerSchemaAndStopsCleanly(t *testing.T) {
 	if err := g.migrator().Force(int(st.Latest) + 1); err != nil {
 		t.Fatal(err)
 	}
-	w := g.start(8, WorkerOptions{})
+	w := g.start(8, Options{})
 	waitReadyz(t, w.Worker, http.StatusServiceUnavailable, fmt.Sprintf("schema at version %d is newer than this binary's %d", st.Latest+1, st.Latest))
 	began := time.Now()
 	w.stop(t)
@@ -163,7 +163,7 @@ func TestWorkerSurvivesATableRenamedAway(t *testing.T) {
 	}
 	g.env["WORKER_LANES"] = "1" // one batch, retried: each retry tries every message in it
 	reg := prometheus.NewRegistry()
-	w := g.start(9, WorkerOptions{Registry: reg})
+	w := g.start(9, Options{Registry: reg})
 	grantAll(t, w.Worker, traffic.Merchants(), 10_000)
 	g.produce(ctx, traffic.Messages[:100])
 	g.drain(ctx)

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // and /readyz says what it waits for; a stop during the wait frees the port.
 func TestHealthServedDuringLeaseWait(t *testing.T) {
 	g := newRig(t, 1)
-	g.start(1, WorkerOptions{NoHTTP: true}) // holds worker ID 1
+	g.start(1, Options{NoHTTP: true}) // holds worker ID 1
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,7 +32,7 @@ func TestHealthServedDuringLeaseWait(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		w, err := NewWorker(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), WorkerOptions{})
+		w, err := New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Options{})
 		if err == nil {
 			w.close()
 		}
@@ -63,7 +63,7 @@ func TestHealthServedDuringLeaseWait(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		t.Fatalf("NewWorker returned while the ID is held: %v", err)
+		t.Fatalf("New returned while the ID is held: %v", err)
 	default:
 	}
 	http.DefaultClient.CloseIdleConnections()
@@ -71,10 +71,10 @@ func TestHealthServedDuringLeaseWait(t *testing.T) {
 	select {
 	case err := <-done:
 		if err == nil {
-			t.Fatal("NewWorker succeeded although its ID is held")
+			t.Fatal("New succeeded although its ID is held")
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("NewWorker did not return after cancel")
+		t.Fatal("New did not return after cancel")
 	}
 	if ln, err := net.Listen("tcp", addr); err != nil {
 		t.Errorf("the port is still bound after a failed start: %v", err)

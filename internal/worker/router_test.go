@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -124,12 +124,12 @@ func TestAnyKeyJudgedByMySQLNotTheCache(t *testing.T) {
 	defer cancel()
 	g := newRig(t, 2)
 	g.env["WORKER_SHARDED_ANY_KEY"] = "true"
-	w := g.start(1, WorkerOptions{NoHTTP: true})
+	w := g.start(1, Options{NoHTTP: true})
 	grantAll(t, w.Worker, []string{"m-hot", "m-flat"}, 1000)
 	g.produce(ctx, []kafka.Message{paymentMsg("warm", "m-hot", 1)})
 	g.drain(ctx) // consuming, with m-hot cached as unsharded
 
-	if _, err := w.Deductor.Reshard(ctx, "m-hot", 4); err != nil { // billingctl quota shards
+	if _, err := w.path.Deductor.Reshard(ctx, "m-hot", 4); err != nil { // billingctl quota shards
 		t.Fatal(err)
 	}
 	const n = 60
@@ -162,7 +162,7 @@ func TestAnyKeyJudgedByMySQLNotTheCache(t *testing.T) {
 	if rows != n+1 || events != n+1 {
 		t.Errorf("m-hot: %d debit rows of %d events, want %d of %d", rows, events, n+1, n+1)
 	}
-	if b, err := w.store.Balances(ctx, []string{"m-hot"}); err != nil || b["m-hot"].Available() != 1000-1-2*n {
+	if b, err := w.path.Ledger.Balances(ctx, []string{"m-hot"}); err != nil || b["m-hot"].Available() != 1000-1-2*n {
 		t.Errorf("m-hot: balance %+v, %v; want %d available", b["m-hot"], err, 1000-1-2*n)
 	}
 }

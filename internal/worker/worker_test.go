@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -18,7 +18,7 @@ func grantAll(t *testing.T, w *Worker, merchants []string, amount int64) {
 	t.Helper()
 	ctx := context.Background()
 	for _, m := range merchants {
-		if _, err := w.Deductor.Grant(ctx, m, amount, "grant-"+m); err != nil {
+		if _, err := w.path.Deductor.Grant(ctx, m, amount, "grant-"+m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,14 +40,14 @@ func TestWorkerEndToEndWithRebalance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := g.start(1, WorkerOptions{})
+	first := g.start(1, Options{})
 	merchants := traffic.Merchants()
 	grantAll(t, first.Worker, merchants[:len(merchants)-3], 400) // some merchants run dry: insufficient
 	grantAll(t, first.Worker, merchants[len(merchants)-3:len(merchants)-1], 2)
 	// The last merchant is never granted: unknown_merchant.
 
 	g.produce(ctx, traffic.Messages[:1500])
-	second := g.start(2, WorkerOptions{NoHTTP: true})
+	second := g.start(2, Options{NoHTTP: true})
 	g.produce(ctx, traffic.Messages[1500:])
 	time.Sleep(500 * time.Millisecond)
 	first.stop(t) // leaves the group mid-stream: the second takes over its partitions
@@ -87,7 +87,7 @@ func TestWorkerOpsEndpoints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	g := newRig(t, 2)
-	w := g.start(3, WorkerOptions{})
+	w := g.start(3, Options{})
 	traffic, err := scenario.BuildTraffic(workload.Config{Seed: 3, Merchants: 1, IDPrefix: "ops-"}, 5, 0)
 	if err != nil {
 		t.Fatal(err)

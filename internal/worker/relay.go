@@ -1,7 +1,6 @@
-package app
+package worker
 
 import (
-	"database/sql"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -9,19 +8,20 @@ import (
 
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/outbox"
+	"github.com/quotaflow/billing/internal/writepath"
 )
 
 // newRelay builds the balance-event relay of a worker: part of the worker
 // rather than a program of its own, since it needs exactly the worker's
 // MySQL and Kafka settings and is idle most of the time; one worker of the
 // group relays at a time (outbox's lock), the others stand by.
-func newRelay(cfg config.Config, svc *services, db *sql.DB, m *outbox.Metrics, log *zap.Logger) (*outbox.Relay, *kafka.Writer, error) {
+func newRelay(cfg config.Config, svc *writepath.Services, m *outbox.Metrics, log *zap.Logger) (*outbox.Relay, *kafka.Writer, error) {
 	w := &kafka.Writer{
 		Addr: kafka.TCP(cfg.Kafka.Brokers...), Topic: cfg.QuotaEvents.Topic, Transport: svc.Kafka.Transport,
 		Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, MaxAttempts: 1, // the relay retries
 		BatchTimeout: time.Millisecond, BatchSize: relayBatch, WriteTimeout: 10 * time.Second,
 	}
-	r, err := outbox.New(db, w, log.With(zap.String("topic", cfg.QuotaEvents.Topic)), m,
+	r, err := outbox.New(svc.SQL, w, log.With(zap.String("topic", cfg.QuotaEvents.Topic)), m,
 		outbox.Config{BatchSize: relayBatch, Retention: cfg.QuotaEvents.Retention})
 	if err != nil {
 		return nil, nil, err

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -83,11 +83,11 @@ type runningWorker struct {
 	done   chan error
 }
 
-func (g *rig) start(workerID int, opts WorkerOptions) *runningWorker {
+func (g *rig) start(workerID int, opts Options) *runningWorker {
 	g.t.Helper()
 	log := zaptest.NewLogger(g.t, zaptest.Level(zap.WarnLevel)).With(zap.Int("worker", workerID))
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := NewWorker(ctx, g.config(workerID), log, opts)
+	w, err := New(ctx, g.config(workerID), log, opts)
 	if err != nil {
 		cancel()
 		g.t.Fatal(err)

@@ -1,4 +1,4 @@
-package app
+package operator
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func TestParallelOperatorsDoNotSerialize(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			op, err := NewOperator(ctx, cfg, zaptest.NewLogger(t))
+			op, err := New(ctx, cfg, zaptest.NewLogger(t))
 			if err != nil {
 				errs <- err
 				return
@@ -77,7 +77,7 @@ func TestParallelOperatorsDoNotSerialize(t *testing.T) {
 		t.Fatalf("worker IDs %v: want %d distinct", ids, n)
 	}
 	for id := range ids {
-		if id < OperatorWorkerIDBase || id >= OperatorWorkerIDBase+OperatorWorkerIDCount {
+		if id < poolBase || id >= poolBase+poolSize {
 			t.Fatalf("worker ID %d outside the operator pool", id)
 		}
 	}
@@ -91,7 +91,7 @@ func TestParallelOperatorsDoNotSerialize(t *testing.T) {
 	// A released ID is free again at once: a next command does not wait either.
 	closeAll()
 	start = time.Now()
-	op, err := NewOperator(ctx, cfg, zaptest.NewLogger(t))
+	op, err := New(ctx, cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

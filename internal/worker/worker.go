@@ -1,4 +1,8 @@
-package app
+// Package worker assembles billing-worker from a Config: the consumers of
+// payments and grants, the balance-event relay, the periods loop, the schema
+// gate and the ops and read API servers, on the shared write path. Its main
+// and the demo both call New, so the demo runs exactly the production wiring.
+package worker
 
 import (
 	"context"
@@ -21,13 +25,14 @@ import (
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/plan"
 	"github.com/quotaflow/billing/internal/tracing"
+	"github.com/quotaflow/billing/internal/writepath"
 )
 
 // Worker is one billing-worker: a consumer-group member running the write path.
 type Worker struct {
-	log *zap.Logger
-	svc *services
-	*writePath
+	log      *zap.Logger
+	svc      *writepath.Services
+	path     *writepath.Path
 	consumer *consumer.Consumer[event.PaymentSucceeded]
 	grants   *grantsConsumer // the grants topic, in a group of its own
 	schema   *schemaGate
@@ -46,8 +51,8 @@ type Worker struct {
 	AdminAddr net.Addr
 }
 
-// WorkerOptions are the optional parts of NewWorker.
-type WorkerOptions struct {
+// Options are the optional parts of New.
+type Options struct {
 	Registry *prometheus.Registry // receives every metric; nil makes a fresh one
 	NoHTTP   bool                 // skips the ops server (tests and the demo's second worker)
 	// SpanExporter receives every span as it ends, whatever the OTEL_*
@@ -55,20 +60,20 @@ type WorkerOptions struct {
 	SpanExporter sdktrace.SpanExporter
 }
 
-// NewWorker builds a worker; it leases its Snowflake worker ID first (see acquireLease).
-func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts WorkerOptions) (_ *Worker, err error) {
+// New builds a worker; it leases its Snowflake worker ID first (see writepath.Lease).
+func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) (_ *Worker, err error) {
 	if cfg.IDGen.WorkerID < 0 {
-		return nil, errors.New("app: no Snowflake worker ID (set IDGEN_WORKER_ID or POD_NAME)")
+		return nil, errors.New("worker: no Snowflake worker ID (set IDGEN_WORKER_ID or POD_NAME)")
 	}
 	if len(cfg.Kafka.Brokers) == 0 {
-		return nil, errors.New("app: KAFKA_BROKERS is empty")
+		return nil, errors.New("worker: KAFKA_BROKERS is empty")
 	}
 	reg := opts.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	w := &Worker{log: log}
-	if w.svc, err = openServices(ctx, cfg, "billing-worker", log); err != nil {
+	if w.svc, err = writepath.OpenServices(ctx, cfg, "billing-worker", log); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -89,37 +94,33 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	// kubelet sees a live process; /readyz says what is still missing.
 	if !opts.NoHTTP {
 		w.http = httpserver.New(cfg.HTTPAddr, reg, log)
-		w.http.AddReadiness("redis", w.svc.pingRedis)
-		w.http.AddReadiness("mysql", w.svc.pingMySQL)
+		w.http.AddReadiness("redis", w.svc.PingRedis)
+		w.http.AddReadiness("mysql", w.svc.PingMySQL)
 		w.http.AddReadiness("idgen_lease", func(context.Context) error { return errWaitingForLease })
 		if w.HTTPAddr, err = w.http.Listen(); err != nil {
-			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
+			return nil, fmt.Errorf("worker: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
 		}
 		if err = w.http.Start(); err != nil {
-			return nil, fmt.Errorf("app: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
+			return nil, fmt.Errorf("worker: HTTP_ADDR=%q: %w", cfg.HTTPAddr, err)
 		}
 	}
-	sqlDB, err := w.svc.DB.DB()
-	if err != nil {
-		return nil, fmt.Errorf("app: mysql pool: %w", err)
-	}
-	if w.relay, w.relayWriter, err = newRelay(cfg, w.svc, sqlDB, m.outbox, log); err != nil {
+	if w.relay, w.relayWriter, err = newRelay(cfg, w.svc, m.outbox, log); err != nil {
 		return nil, err
 	}
-	if w.writePath, err = newWritePath(ctx, cfg, w.svc, m, log, w.relay.Wake); err != nil {
+	if w.path, err = writepath.Open(ctx, cfg, w.svc, m.path, log, w.relay.Wake); err != nil {
 		return nil, err
 	}
-	w.periods = newPeriods(w.Deductor, plan.NewStore(sqlDB), log.Named("periods"))
+	w.periods = newPeriods(w.path.Deductor, plan.NewStore(w.svc.SQL), log.Named("periods"))
 	if w.traces, err = newTraces(ctx, cfg.Tracing, opts.SpanExporter); err != nil {
 		return nil, err
 	}
-	handler := &billingHandler{deductor: w.Deductor, metrics: m.app, log: log}
+	handler := &billingHandler{deductor: w.path.Deductor, metrics: m.handler, log: log}
 	if cfg.Worker.ShardedAnyKey {
-		handler.keys = &anyKeys{shards: w.Shards}
+		handler.keys = &anyKeys{shards: w.path.Shards}
 	}
 	ccfg := consumerConfig(cfg, w.svc)
 	ccfg.Tracer = w.traces.Tracer()
-	r := router{shards: w.Shards, anyKey: cfg.Worker.ShardedAnyKey}
+	r := router{shards: w.path.Shards, anyKey: cfg.Worker.ShardedAnyKey}
 	w.consumer, err = consumer.New(ccfg, r.decode, handler, w.probe, log, m.consumer)
 	if err != nil {
 		return nil, err
@@ -131,7 +132,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	}
 	w.grants = &grantsConsumer{Consumer: gc, topic: ccfg.Topic, log: log,
 		client: &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: w.svc.Kafka.Transport, Timeout: 5 * time.Second}}
-	w.schema = newSchemaGate(sqlDB, log)
+	w.schema = newSchemaGate(w.svc.SQL, log)
 	if w.http != nil {
 		w.http.AddReadiness("schema", w.schema.ready)
 		w.http.AddReadiness("kafka", w.consumer.Ready)
@@ -146,7 +147,7 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 	if cfg.PprofAddr != "" {
 		w.pprof = httpserver.NewPprof(cfg.PprofAddr, log)
 		if _, err = w.pprof.Listen(); err != nil {
-			return nil, fmt.Errorf("app: PPROF_ADDR=%q: %w", cfg.PprofAddr, err)
+			return nil, fmt.Errorf("worker: PPROF_ADDR=%q: %w", cfg.PprofAddr, err)
 		}
 	}
 	return w, nil
@@ -154,13 +155,13 @@ func NewWorker(ctx context.Context, cfg config.Config, log *zap.Logger, opts Wor
 
 // listenAdmin binds the read API (Run serves it): the balance view of quota show and the ledger store.
 func (w *Worker) listenAdmin(cfg config.Admin, m *workerMetrics, log *zap.Logger) (err error) {
-	api, err := adminapi.New(w.Deductor, w.store, adminapi.Options{TokenFile: cfg.TokenFile, Rate: cfg.Rate, Burst: cfg.Burst}, log, m.admin)
+	api, err := adminapi.New(w.path.Deductor, w.path.Ledger, adminapi.Options{TokenFile: cfg.TokenFile, Rate: cfg.Rate, Burst: cfg.Burst}, log, m.admin)
 	if err != nil {
 		return err
 	}
 	w.admin = httpserver.NewHandler(cfg.Addr, api, log)
 	if w.AdminAddr, err = w.admin.Listen(); err != nil {
-		return fmt.Errorf("app: ADMIN_ADDR=%q: %w", cfg.Addr, err)
+		return fmt.Errorf("worker: ADMIN_ADDR=%q: %w", cfg.Addr, err)
 	}
 	return nil
 }
@@ -169,19 +170,22 @@ func (w *Worker) listenAdmin(cfg config.Admin, m *workerMetrics, log *zap.Logger
 // counting attempts) or the message's own fault. A lapsed worker-ID lease is an
 // outage too: no ledger row can be written until it is back.
 func (w *Worker) probe(ctx context.Context) error {
-	return errors.Join(w.svc.pingRedis(ctx), w.svc.pingMySQL(ctx), w.leaseHeld(ctx))
+	return errors.Join(w.svc.PingRedis(ctx), w.svc.PingMySQL(ctx), w.leaseHeld(ctx))
 }
+
+// Path is the worker's write path: its Deductor, ledger store and shard cache.
+func (w *Worker) Path() *writepath.Path { return w.path }
 
 var errWaitingForLease = errors.New("idgen: waiting for the worker-ID lease")
 
 func (w *Worker) leaseHeld(context.Context) error {
-	if !w.lease.Valid() {
+	if !w.path.Lease.Valid() {
 		return errors.New("idgen: worker-ID lease not held")
 	}
 	return nil
 }
 
-func consumerConfig(cfg config.Config, svc *services) consumer.Config {
+func consumerConfig(cfg config.Config, svc *writepath.Services) consumer.Config {
 	return consumer.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, Group: cfg.Kafka.Group, DLQTopic: cfg.Kafka.DLQTopic,
 		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, BatchWait: cfg.Worker.BatchWait,
@@ -202,7 +206,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
 	g.Go(func() error {
 		// The lease outlives the consumer's drain: IDs are needed until the last batch commits.
-		if err := w.lease.Run(leaseCtx); err != nil {
+		if err := w.path.Lease.Run(leaseCtx); err != nil {
 			// Only the release at the end can fail here; the lease then expires by itself.
 			w.log.Warn("worker-ID lease not released; it expires after its TTL", zap.Error(err))
 		}
@@ -224,14 +228,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		// Routing by stale counts only costs a rebalance: a failed first read
 		// is logged and the refresh loop tries again.
-		if err := w.Shards.Refresh(gctx); err != nil {
+		if err := w.path.Shards.Refresh(gctx); err != nil {
 			w.log.Warn("shard counts not read, routing every merchant to one shard until they are", zap.Error(err))
 		}
 		shardsCtx, stopShards := context.WithCancel(gctx)
 		shardsDone := make(chan struct{})
 		go func() {
 			defer close(shardsDone)
-			_ = w.Shards.Run(shardsCtx) // returns nil when stopped
+			_ = w.path.Shards.Run(shardsCtx) // returns nil when stopped
 		}()
 		defer func() { stopShards(); <-shardsDone }()
 		g.Go(func() error { return w.relay.Run(gctx) })
@@ -246,8 +250,8 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) close() {
-	if w.writePath != nil {
-		w.writePath.close()
+	if w.path != nil {
+		w.path.Close()
 	}
 	if w.relayWriter != nil {
 		_ = w.relayWriter.Close() // nothing is buffered: every write was synchronous

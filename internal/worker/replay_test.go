@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -196,7 +196,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	defer cancel()
 	g := newRig(t, 3)
 	reg := prometheus.NewRegistry()
-	w := g.start(5, WorkerOptions{NoHTTP: true, Registry: reg})
+	w := g.start(5, Options{NoHTTP: true, Registry: reg})
 	// Keys hash to partitions 0, 1, 2, 0 (healthy) and 0, 2 (poisoned): the
 	// poisoned events and the conflicts each come from more than one partition.
 	poisoned := []string{"rp-x", "rp-y"}

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TestWorkerServesReadAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.env["ADMIN_ADDR"], g.env["ADMIN_TOKEN_FILE"] = "127.0.0.1:0", tokenFile
-	w := g.start(4, WorkerOptions{})
+	w := g.start(4, Options{})
 	traffic, err := scenario.BuildTraffic(workload.Config{Seed: 4, Merchants: 1, IDPrefix: "adm-"}, 6, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +112,10 @@ func TestAdminAddrInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.env["ADMIN_ADDR"], g.env["ADMIN_TOKEN_FILE"] = ln.Addr().String(), tokenFile
-	w, err := NewWorker(context.Background(), g.config(5), zaptest.NewLogger(t), WorkerOptions{})
+	w, err := New(context.Background(), g.config(5), zaptest.NewLogger(t), Options{})
 	if err == nil {
 		w.close()
-		t.Fatal("NewWorker started with ADMIN_ADDR in use")
+		t.Fatal("New started with ADMIN_ADDR in use")
 	}
 	if !strings.Contains(err.Error(), "ADMIN_ADDR") {
 		t.Fatalf("error %q does not name ADMIN_ADDR", err)

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -19,10 +19,10 @@ func TestWorkerExpiresIdleMerchant(t *testing.T) {
 	g := newRig(t, 2)
 	events := g.kafka.Topic(t, 1)
 	g.env["QUOTA_EVENTS_TOPIC"] = events
-	w := g.start(1, WorkerOptions{NoHTTP: true})
+	w := g.start(1, Options{NoHTTP: true})
 	exp := time.Now().Add(time.Second)
 	prio := 1
-	res, err := w.Deductor.GrantBatch(ctx, []event.GrantCommand{
+	res, err := w.path.Deductor.GrantBatch(ctx, []event.GrantCommand{
 		{GrantID: "g-short", MerchantID: "m-a", Amount: 10, Source: "plans", Priority: &prio, ExpiresAt: &exp},
 		{GrantID: "g-long", MerchantID: "m-a", Amount: 5, Source: "plans"},
 	})
@@ -31,7 +31,7 @@ func TestWorkerExpiresIdleMerchant(t *testing.T) {
 	}
 	// A payment loads the quota hash; the expiring grant (priority 1) pays it.
 	pay := event.PaymentSucceeded{EventID: "p1", PaymentID: "pay-p1", MerchantID: "m-a", Amount: 1, Source: event.SourcePC, OccurredAt: time.Now().UTC()}
-	if out, err := w.Deductor.Apply(ctx, []event.PaymentSucceeded{pay}); err != nil || out[0].BalanceAfter != 14 {
+	if out, err := w.path.Deductor.Apply(ctx, []event.PaymentSucceeded{pay}); err != nil || out[0].BalanceAfter != 14 {
 		t.Fatalf("payment: %+v, %v", out, err)
 	}
 	var sent int64
@@ -52,7 +52,7 @@ func TestWorkerExpiresIdleMerchant(t *testing.T) {
 	if expired == nil || expired.CausedBy != "expire:g-short" || expired.BalanceBefore != 14 || expired.BalanceAfter != 5 || expired.MerchantID != "m-a" {
 		t.Fatalf("quota.expired = %+v", expired)
 	}
-	v, err := w.Deductor.Show(ctx, "m-a")
+	v, err := w.path.Deductor.Show(ctx, "m-a")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestWorkerSurvivesRedisOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := g.start(4, WorkerOptions{})
+	w := g.start(4, Options{})
 	grantAll(t, w.Worker, traffic.Merchants(), 10_000)
 	g.produce(ctx, traffic.Messages[:500])
 	g.drain(ctx)

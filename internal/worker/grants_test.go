@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestGrantsTopic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g := newRig(t, 2)
-	w := g.start(1, WorkerOptions{NoHTTP: true})
+	w := g.start(1, Options{NoHTTP: true})
 	grantAll(t, w.Worker, []string{"m-a"}, 10) // billingctl's path: the same write path
 	g.produce(ctx, []kafka.Message{paymentMsg("p1", "m-a", 1)})
 	g.drain(ctx) // Redis holds m-a at 9
@@ -107,7 +107,7 @@ func TestGrantsTopic(t *testing.T) {
 
 	g.produce(ctx, []kafka.Message{paymentMsg("p2", "m-a", 1)})
 	g.drain(ctx)
-	v, err := w.Deductor.Show(ctx, "m-a")
+	v, err := w.path.Deductor.Show(ctx, "m-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestGrantsInterleavedWithPaymentsAndRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g := newRig(t, 2)
-	first := g.start(1, WorkerOptions{NoHTTP: true})
+	first := g.start(1, Options{NoHTTP: true})
 	merchants := []string{"m-0", "m-1", "m-2", "m-3"}
 	var produced invariant.Produced
 	credits := map[string]int64{}
@@ -152,7 +152,7 @@ func TestGrantsInterleavedWithPaymentsAndRestart(t *testing.T) {
 	for r := range 10 {
 		round(r)
 	}
-	second := g.start(2, WorkerOptions{NoHTTP: true})
+	second := g.start(2, Options{NoHTTP: true})
 	first.stop(t) // mid-stream: the second takes over both groups' partitions
 	for r := 10; r < 20; r++ {
 		round(r)
@@ -201,7 +201,7 @@ func TestGrantsTopicCreatedLater(t *testing.T) {
 	g.grants += "-later"
 	g.env["KAFKA_GRANTS_TOPIC"] = g.grants
 	reg := prometheus.NewRegistry()
-	w := g.start(1, WorkerOptions{Registry: reg})
+	w := g.start(1, Options{Registry: reg})
 	grantAll(t, w.Worker, []string{"m-a"}, 10)
 	g.produce(ctx, []kafka.Message{paymentMsg("p1", "m-a", 1)})
 	g.drain(ctx)
@@ -225,7 +225,7 @@ func TestGrantsTopicCreatedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.drainGrants(ctx)
-	if v, err := w.Deductor.Show(ctx, "m-a"); err != nil || v.Credited != 15 || v.Debited != 1 {
+	if v, err := w.path.Deductor.Show(ctx, "m-a"); err != nil || v.Credited != 15 || v.Debited != 1 {
 		t.Errorf("m-a = %+v, %v; want credited 15, debited 1", v, err)
 	}
 }
