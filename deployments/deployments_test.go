@@ -34,21 +34,28 @@ func readFile(t *testing.T, name string) []byte {
 	return b
 }
 
-// programs are the main packages under cmd/: a directory with a non-test .go file.
-func programs(t *testing.T) map[string]bool {
+// modules are the directories of the modules whose cmd/ holds programs of
+// the image: the root's, and tools/ (billing-sim).
+var modules = []string{".", "tools"}
+
+// programs are the main packages under cmd/ of each module (a directory with a
+// non-test .go file), by name: the directory of the module that builds it.
+func programs(t *testing.T) map[string]string {
 	t.Helper()
-	dirs, err := os.ReadDir(repoPath("cmd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, d := range dirs {
-		if !d.IsDir() {
-			continue
+	out := map[string]string{}
+	for _, module := range modules {
+		dirs, err := os.ReadDir(repoPath(module, "cmd"))
+		if err != nil {
+			t.Fatal(err)
 		}
-		files, _ := filepath.Glob(repoPath("cmd", d.Name(), "*.go"))
-		if slices.ContainsFunc(files, func(f string) bool { return !strings.HasSuffix(f, "_test.go") }) {
-			out[d.Name()] = true
+		for _, d := range dirs {
+			if !d.IsDir() {
+				continue
+			}
+			files, _ := filepath.Glob(repoPath(module, "cmd", d.Name(), "*.go"))
+			if slices.ContainsFunc(files, func(f string) bool { return !strings.HasSuffix(f, "_test.go") }) {
+				out[d.Name()] = module
+			}
 		}
 	}
 	return out
@@ -98,8 +105,8 @@ func checkUnit(t *testing.T, u unit, img image) config.Config {
 		t.Errorf("%s: no command", u.where)
 		return config.Config{}
 	}
-	if !programs(t)[u.program()] {
-		t.Errorf("%s: runs %q, which is no program under cmd/", u.where, u.command[0])
+	if programs(t)[u.program()] == "" {
+		t.Errorf("%s: runs %q, which is no program under cmd/ or tools/cmd/", u.where, u.command[0])
 	}
 	if want := path.Join(img.binDir, u.program()); u.command[0] != want {
 		t.Errorf("%s: runs %q, the image has it at %q", u.where, u.command[0], want)

@@ -11,4 +11,7 @@
 // server, migrations finish before a worker starts, and every metric a
 // dashboard or an alert names is registered. Every alert is evaluated against
 // synthetic series: it fires when it should, and not otherwise.
+//
+// It is a module of its own: Helm, Kubernetes, kustomize and the Prometheus
+// rule engine are dependencies of these tests only, not of the programs.
 package deployments

@@ -117,18 +117,37 @@ func TestDockerfile(t *testing.T) {
 		t.Fatal("the builder stage runs no go build")
 	}
 	builder := strings.Join(img.builder.lines, "\n")
-	for _, want := range []string{"-trimpath", `-ldflags "-s -w`, "--mount=type=cache,target=/go/pkg/mod"} {
+	for _, want := range []string{`-s -w`, "--mount=type=cache,target=/go/pkg/mod"} {
 		if !strings.Contains(build, want) {
 			t.Errorf("the go build line lacks %s: %s", want, build)
+		}
+	}
+	builds := goCommands(build, "build")
+	for _, b := range builds {
+		for _, want := range []string{"-trimpath", "-ldflags"} {
+			if !strings.Contains(b.args, want) {
+				t.Errorf("a go build lacks %s: %s", want, b.args)
+			}
 		}
 	}
 	checkBuildIdentity(t, img, build)
 	if !strings.Contains(builder, "CGO_ENABLED=0") {
 		t.Error("the builder does not set CGO_ENABLED=0: the binaries would need libc")
 	}
-	for p := range programs(t) {
-		if !strings.Contains(build, "./cmd/...") && !strings.Contains(build, "./cmd/"+p) {
-			t.Errorf("the image does not build %s", p)
+	for p, module := range programs(t) {
+		if !slices.ContainsFunc(builds, func(b goCommand) bool {
+			return b.module == module && (strings.Contains(b.args, "./cmd/...") || strings.Contains(b.args, "./cmd/"+p))
+		}) {
+			t.Errorf("the image does not build %s (in the module %s)", p, module)
+		}
+	}
+	var downloads []goCommand
+	for _, l := range img.builder.lines {
+		downloads = append(downloads, goCommands(l, "mod download")...)
+	}
+	for _, module := range modules {
+		if !slices.ContainsFunc(downloads, func(d goCommand) bool { return d.module == module }) {
+			t.Errorf("the builder downloads the dependencies of the module %s in no layer of their own", module)
 		}
 	}
 
@@ -143,9 +162,32 @@ func TestDockerfile(t *testing.T) {
 	if img.binDir == "" {
 		t.Error("the runtime stage copies no binaries from the builder")
 	}
-	if len(img.cmd) == 0 || !programs(t)[filepath.Base(img.cmd[0])] || filepath.Dir(img.cmd[0]) != img.binDir {
+	if len(img.cmd) == 0 || programs(t)[filepath.Base(img.cmd[0])] == "" || filepath.Dir(img.cmd[0]) != img.binDir {
 		t.Errorf("CMD %q is not a program in %s", img.cmd, img.binDir)
 	}
+}
+
+// goCommand is one go command of a RUN line.
+type goCommand struct {
+	module string // the directory it runs in: -C's, else "."
+	args   string // after the subcommand
+}
+
+// goCommands are the commands "go <sub>" of a RUN line (commands joined by &&).
+func goCommands(run, sub string) []goCommand {
+	var out []goCommand
+	for _, c := range strings.Split(run, "&&") {
+		_, args, ok := strings.Cut(c, "go "+sub)
+		if !ok {
+			continue
+		}
+		cmd := goCommand{module: ".", args: strings.TrimSpace(args)}
+		if dir, ok := strings.CutPrefix(cmd.args, "-C "); ok {
+			cmd.module, cmd.args, _ = strings.Cut(dir, " ")
+		}
+		out = append(out, cmd)
+	}
+	return out
 }
 
 // .dockerignore keeps the repository's history and clutter out of the build
@@ -171,8 +213,8 @@ func TestDockerignore(t *testing.T) {
 			t.Errorf(".dockerignore lets %s into the build context", name)
 		}
 	}
-	needed := []string{"go.mod", "go.sum"}
-	for _, dir := range []string{"cmd", "internal", "migrations"} {
+	needed := []string{"go.mod", "go.sum", "tools/go.mod", "tools/go.sum"}
+	for _, dir := range []string{"cmd", "internal", "migrations", "tools"} {
 		err := filepath.WalkDir(repoPath(dir), func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

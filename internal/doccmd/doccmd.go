@@ -81,7 +81,8 @@ var shells = []string{"sh", "bash", "shell", "console"}
 // Parse finds the commands in one file's text: each line of a shell code
 // block (continued by a trailing backslash, "$ " prompt and "# comment"
 // dropped), and each inline code span, that starts with a program (as
-// "billingctl", "bin/billingctl" or "go run ./cmd/billingctl").
+// "billingctl", "bin/billingctl", "go run ./cmd/billingctl" or
+// "go run -C tools ./cmd/billing-sim").
 func Parse(name, text string) []Command {
 	var out []Command
 	fenced, shell, pending, pendingLine := false, false, "", 0
@@ -135,6 +136,9 @@ func command(text string) (Command, bool) {
 	fields := strings.Fields(text)
 	if len(fields) >= 3 && fields[0] == "go" && fields[1] == "run" {
 		fields = fields[2:]
+		if len(fields) >= 3 && fields[0] == "-C" { // a program of a nested module
+			fields = fields[2:]
+		}
 	}
 	if len(fields) < 2 { // a program named alone is a name, not a command
 		return Command{}, false

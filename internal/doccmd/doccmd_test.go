@@ -9,10 +9,10 @@ import (
 func TestParse(t *testing.T) {
 	text := "intro `billingctl dlq ls --error-class conflict` and `billing-worker` alone\n" +
 		"```sh\n" +
-		"$ go run ./cmd/billing-sim demo --events 100   # the demo\n" +
+		"$ go run -C tools ./cmd/billing-sim demo --events 100   # the demo\n" +
 		"bin/billing-sim load \\\n  --workers 2\n" +
 		"go test ./...\n" +
-		"reconciler --once\n" +
+		"go run ./cmd/reconciler --once\n" +
 		"```\n" +
 		"```\n" +
 		"reconciler   corrupted 5 by hand (sample output)\n" +
@@ -22,9 +22,9 @@ func TestParse(t *testing.T) {
 	got := Parse("doc.md", text)
 	want := []string{
 		"doc.md:1: billingctl dlq ls --error-class conflict",
-		"doc.md:3: go run ./cmd/billing-sim demo --events 100",
+		"doc.md:3: go run -C tools ./cmd/billing-sim demo --events 100",
 		"doc.md:4: bin/billing-sim load    --workers 2",
-		"doc.md:7: reconciler --once",
+		"doc.md:7: go run ./cmd/reconciler --once",
 		"doc.md:12: billingctl dlq replay --error-class conflict",
 		"doc.md:13: billing-sim demo --events 100000 --merchants 1000 --no-restart",
 	}
@@ -39,6 +39,9 @@ func TestParse(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 	if c := got[2]; !slices.Equal(c.Args, []string{"load", "--workers", "2"}) {
+		t.Fatalf("%+v", c)
+	}
+	if c := got[3]; c.Program != "reconciler" || !slices.Equal(c.Args, []string{"--once"}) {
 		t.Fatalf("%+v", c)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -108,22 +107,11 @@ func findMySQL() (*mysql.Config, error) {
 	if err = pingMySQL(cfg); err == nil {
 		return cfg, nil
 	}
-	// A container of testcontainers-go: Ryuk removes it when the test binary exits.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, cerr := tcmysql.Run(ctx, "mysql:8.0", tcmysql.WithPassword("test"), tcmysql.WithUsername("root"))
+	server, cerr := mysqlContainer()
 	if cerr != nil {
 		return nil, errors.Join(err, cerr)
 	}
-	dsn, err := c.ConnectionString(ctx, "parseTime=true")
-	if err == nil {
-		cfg, err = mysql.ParseDSN(dsn)
-	}
-	if err != nil {
-		return nil, err
-	}
-	cfg.DBName = ""
-	return cfg, nil
+	return server, nil
 }
 
 func pingMySQL(cfg *mysql.Config) error {

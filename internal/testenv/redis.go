@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 
 	"github.com/quotaflow/billing/internal/keyspace"
 )
@@ -58,22 +57,11 @@ func findRedis() (string, error) {
 	if err == nil {
 		return addr, nil
 	}
-	// A container of testcontainers-go: Ryuk removes it when the test binary exits.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, cerr := tcredis.Run(ctx, "redis:7")
+	addr, cerr := redisContainer()
 	if cerr != nil {
 		return "", errors.Join(err, cerr)
 	}
-	uri, err := c.ConnectionString(ctx)
-	if err != nil {
-		return "", err
-	}
-	opts, err := redis.ParseURL(uri)
-	if err != nil {
-		return "", err
-	}
-	return opts.Addr, nil
+	return addr, nil
 }
 
 func pingRedis(addr string) error {

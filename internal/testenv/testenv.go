@@ -4,9 +4,10 @@
 //
 // Sources, in order: the environment (BILLING_TEST_MYSQL_DSN,
 // BILLING_TEST_REDIS_ADDR, KAFKA_BROKERS), the local defaults on 127.0.0.1,
-// testcontainers-go when a Docker engine answers, and for Kafka an in-process
-// kfake broker. When a service cannot be reached the test is skipped with a
-// loud reason, or fails when BILLING_REQUIRE_INTEGRATION=1 (as in CI).
+// containers of testcontainers-go (built with -tags testcontainers, when a
+// Docker engine answers), and for Kafka an in-process kfake broker. When a
+// service cannot be reached the test is skipped with a loud reason, or fails
+// when BILLING_REQUIRE_INTEGRATION=1 (as in CI).
 package testenv
 
 import (

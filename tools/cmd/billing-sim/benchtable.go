@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/quotaflow/billing/internal/bench"
 	"github.com/quotaflow/billing/internal/scenario"
+	"github.com/quotaflow/billing/tools/internal/bench"
 )
 
 // writeBenchTable writes a bench report for a person.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/prometheus/promql"
 )
 
 // scrape reads what a worker's registry serves. The consumer's metrics carry
@@ -52,10 +51,10 @@ func TestScrapeReadsTheWorkersExposition(t *testing.T) {
 
 func TestLedgerTx(t *testing.T) {
 	inf := math.Inf(+1)
-	tx := func(counts ...float64) promql.Buckets {
-		out := promql.Buckets{}
+	tx := func(counts ...float64) []bucket {
+		out := []bucket{}
 		for i, bound := range []float64{0.001, 0.002, 0.004, inf} {
-			out = append(out, promql.Bucket{UpperBound: bound, Count: counts[i]})
+			out = append(out, bucket{UpperBound: bound, Count: counts[i]})
 		}
 		return out
 	}
@@ -95,5 +94,41 @@ func TestLedgerRetries(t *testing.T) {
 	}
 	if got := ledgerRetries(mem); got != 6 {
 		t.Errorf("ledgerRetries = %d, want 6", got)
+	}
+}
+
+// The quantile of cumulative buckets, as histogram_quantile reads it.
+func TestQuantile(t *testing.T) {
+	inf := math.Inf(+1)
+	of := func(bounds []float64, counts ...float64) []bucket {
+		out := make([]bucket, len(bounds))
+		for i := range bounds {
+			out[i] = bucket{UpperBound: bounds[i], Count: counts[i]}
+		}
+		return out
+	}
+	ms := []float64{0.001, 0.002, 0.004, inf}
+	tests := []struct {
+		name string
+		q    float64
+		b    []bucket
+		want float64
+	}{
+		{"in the first bucket: from 0", 0.5, of(ms, 10, 10, 10, 10), 0.0005},
+		{"in a middle bucket: from the bound below", 0.5, of(ms, 0, 10, 10, 10), 0.0015},
+		{"at a bucket's top", 0.5, of(ms, 5, 10, 10, 10), 0.001},
+		{"past the observations below", 0.99, of(ms, 5, 5, 15, 15), 0.00397},
+		{"in +Inf: the highest finite bound", 0.5, of(ms, 1, 1, 1, 10), 0.004},
+		{"a first bound at or below 0: that bound", 0.1, of([]float64{-1, 0, 1, inf}, 5, 5, 10, 10), -1},
+		{"no observations", 0.5, of(ms, 0, 0, 0, 0), math.NaN()},
+		{"only +Inf", 0.5, of([]float64{inf}, 3), math.NaN()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := quantile(tt.q, tt.b)
+			if math.IsNaN(tt.want) != math.IsNaN(got) || (!math.IsNaN(got) && math.Abs(got-tt.want) > 1e-12) {
+				t.Errorf("quantile(%v, %v) = %v, want %v", tt.q, tt.b, got, tt.want)
+			}
+		})
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/quotaflow/billing/internal/bench"
 	"github.com/quotaflow/billing/internal/cli"
+	"github.com/quotaflow/billing/tools/internal/bench"
 )
 
 // errChecksFailed: a strategy failed or a correctness check did not pass.

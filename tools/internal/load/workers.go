@@ -14,7 +14,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/promql"
 )
 
 // stopTimeout bounds a worker's drain after SIGTERM (its SHUTDOWN_TIMEOUT
@@ -104,7 +103,7 @@ type scraped struct {
 	batches, batchEvents float64
 	// tx is billing_ledger_transaction_seconds so far: cumulative counts by
 	// upper bound, +Inf last.
-	tx promql.Buckets
+	tx []bucket
 	// retries is billing_ledger_deadlock_retries_total so far.
 	retries float64
 }

@@ -13,7 +13,7 @@ import (
 // measurements of minutes that would compete with the other tests for the CPU
 // (the demo runs end to end, small, in internal/demo).
 func TestDocumentedCommandsParse(t *testing.T) {
-	cmds, err := doccmd.Find("../..")
+	cmds, err := doccmd.Find("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

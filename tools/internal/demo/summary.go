@@ -154,7 +154,7 @@ func (r *run) keep(ctx context.Context) {
 	r.say("  export MYSQL_DSN='%s' REDIS_ADDR=%s REDIS_KEY_PREFIX=%s", env["MYSQL_DSN"], env["REDIS_ADDR"], env["REDIS_KEY_PREFIX"])
 	r.say("  go run ./cmd/billingctl quota show --merchant m-000001")
 	r.say("  go run ./cmd/billingctl dlq ls --list")
-	r.say("  go run ./cmd/billing-sim produce --total 1000 --merchants %d", r.o.Merchants)
+	r.say("  go run -C tools ./cmd/billing-sim produce --total 1000 --merchants %d", r.o.Merchants)
 	r.say("  curl -s %s | grep billing_events_total", r.sum.URL("/metrics"))
 	r.say("  curl -s %s", r.sum.URL("/readyz"))
 	<-ctx.Done()

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/config"
-	"github.com/quotaflow/billing/internal/load"
 	"github.com/quotaflow/billing/internal/scenario"
+	"github.com/quotaflow/billing/tools/internal/load"
 )
 
 func TestLoadFlags(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/cli"
-	"github.com/quotaflow/billing/internal/load"
+	"github.com/quotaflow/billing/tools/internal/load"
 )
 
 type loadFlags struct {
@@ -88,8 +88,8 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 }
 
 // workerBinary is the billing-worker to measure: the one given, else the one
-// built beside this program (go build -o bin/ ./cmd/...), else the one on
-// PATH. The load tool builds nothing: it measures the binary you would ship,
+// built beside this program (go build -o bin/ ./cmd/billing-worker in the
+// root, go build -C tools -o ../bin/ ./cmd/billing-sim), else the one on PATH. The load tool builds nothing: it measures the binary you would ship,
 // with the flags you built it with.
 func workerBinary(given string) (string, error) {
 	if given != "" {
@@ -104,7 +104,7 @@ func workerBinary(given string) (string, error) {
 	if p, err := exec.LookPath("billing-worker"); err == nil {
 		return p, nil
 	}
-	return "", errors.New("load: no billing-worker binary beside billing-sim or on PATH: go build -o bin/ ./cmd/billing-worker ./cmd/billing-sim, then run bin/billing-sim load (or pass --worker PATH)")
+	return "", errors.New("load: no billing-worker binary beside billing-sim or on PATH: go build -o bin/ ./cmd/billing-worker && go build -C tools -o ../bin/ ./cmd/billing-sim, then run bin/billing-sim load (or pass --worker PATH)")
 }
 
 func runLoad(ctx context.Context, args []string, d deps) error {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaflow/billing/internal/bench"
 	"github.com/quotaflow/billing/internal/scenario"
+	"github.com/quotaflow/billing/tools/internal/bench"
 )
 
 func TestBenchTable(t *testing.T) {

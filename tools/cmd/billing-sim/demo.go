@@ -9,8 +9,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/quotaflow/billing/internal/cli"
-	"github.com/quotaflow/billing/internal/demo"
 	"github.com/quotaflow/billing/internal/reconcile"
+	"github.com/quotaflow/billing/tools/internal/demo"
 )
 
 const demoUsage = `billing-sim demo: the whole system on this machine (local MariaDB and Redis, an embedded Kafka broker)

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/prometheus/prometheus/promql"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -306,8 +305,8 @@ type Sample struct {
 	Goroutines int     `json:"goroutines,omitempty"`
 	// Batches and BatchEvents count the consumer's handler calls so far and
 	// the events in them.
-	Batches     float64        `json:"batches,omitempty"`
-	BatchEvents float64        `json:"batch_events,omitempty"`
-	tx          promql.Buckets // billing_ledger_transaction_seconds so far
-	retries     float64        // billing_ledger_deadlock_retries_total so far
+	Batches     float64  `json:"batches,omitempty"`
+	BatchEvents float64  `json:"batch_events,omitempty"`
+	tx          []bucket // billing_ledger_transaction_seconds so far
+	retries     float64  // billing_ledger_deadlock_retries_total so far
 }

@@ -3,8 +3,8 @@ package load
 import (
 	"context"
 
-	"github.com/quotaflow/billing/internal/bench"
 	"github.com/quotaflow/billing/internal/workload"
+	"github.com/quotaflow/billing/tools/internal/bench"
 )
 
 // baseline runs internal/bench's rowlock strategy (a transaction per event

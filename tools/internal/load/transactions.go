@@ -3,9 +3,9 @@ package load
 import (
 	"math"
 	"slices"
+	"sort"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/prometheus/promql"
 )
 
 // LedgerTx is the workers' ledger transactions after a paced run's warm-up,
@@ -24,9 +24,9 @@ type LedgerTx struct {
 // the quantiles as histogram_quantile does (linear within a bucket); nil
 // when there were none.
 func ledgerTx(mem []Memory, fromS float64) *LedgerTx {
-	var sum promql.Buckets
+	var sum []bucket
 	for _, m := range mem {
-		var first, last promql.Buckets
+		var first, last []bucket
 		for _, s := range m.Samples {
 			if s.tx == nil || s.AtS < fromS {
 				continue
@@ -58,25 +58,47 @@ func ledgerRetries(mem []Memory) int64 {
 	return int64(sum)
 }
 
-func quantile(q float64, b promql.Buckets) float64 {
-	v, _, _, _, _, _ := promql.BucketQuantile(q, slices.Clone(b)) // it sorts in place
-	return v
+// bucket is one bucket of a classic histogram: Count observations were at
+// most UpperBound.
+type bucket struct{ UpperBound, Count float64 }
+
+// quantile is the q-quantile (0..1) of cumulative buckets (ascending bounds,
+// +Inf last) as PromQL's histogram_quantile reads it: linear within the bucket
+// the rank falls in, from the bound below it (0 below the first); the highest
+// finite bound when the rank falls in +Inf; NaN without observations.
+func quantile(q float64, b []bucket) float64 {
+	if len(b) < 2 || b[len(b)-1].Count == 0 {
+		return math.NaN()
+	}
+	rank := q * b[len(b)-1].Count
+	i := sort.Search(len(b)-1, func(i int) bool { return b[i].Count >= rank })
+	switch {
+	case i == len(b)-1:
+		return b[i-1].UpperBound
+	case i == 0 && b[0].UpperBound <= 0:
+		return b[0].UpperBound
+	}
+	start, count := 0.0, b[i].Count
+	if i > 0 {
+		start, count, rank = b[i-1].UpperBound, count-b[i-1].Count, rank-b[i-1].Count
+	}
+	return start + (b[i].UpperBound-start)*(rank/count)
 }
 
 // cumulative is a classic histogram's buckets as histogram_quantile reads
 // them: cumulative counts by upper bound, +Inf (every observation) last.
-func cumulative(h *dto.Histogram) promql.Buckets {
-	out := make(promql.Buckets, 0, len(h.GetBucket())+1)
+func cumulative(h *dto.Histogram) []bucket {
+	out := make([]bucket, 0, len(h.GetBucket())+1)
 	for _, b := range h.GetBucket() {
 		if !math.IsInf(b.GetUpperBound(), +1) {
-			out = append(out, promql.Bucket{UpperBound: b.GetUpperBound(), Count: float64(b.GetCumulativeCount())})
+			out = append(out, bucket{UpperBound: b.GetUpperBound(), Count: float64(b.GetCumulativeCount())})
 		}
 	}
-	return append(out, promql.Bucket{UpperBound: math.Inf(+1), Count: float64(h.GetSampleCount())})
+	return append(out, bucket{UpperBound: math.Inf(+1), Count: float64(h.GetSampleCount())})
 }
 
 // addBuckets adds b's counts to a's (one binary: the same bounds); a nil a is b.
-func addBuckets(a, b promql.Buckets) promql.Buckets {
+func addBuckets(a, b []bucket) []bucket {
 	if a == nil {
 		return slices.Clone(b)
 	}
@@ -87,7 +109,7 @@ func addBuckets(a, b promql.Buckets) promql.Buckets {
 }
 
 // subBuckets is after's counts less before's (nil before: after's).
-func subBuckets(after, before promql.Buckets) promql.Buckets {
+func subBuckets(after, before []bucket) []bucket {
 	out := slices.Clone(after)
 	for i := range min(len(out), len(before)) {
 		out[i].Count -= before[i].Count
