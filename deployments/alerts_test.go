@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -29,7 +28,7 @@ type alertCase struct {
 	fires  bool
 }
 
-// alertCases: every alert of prometheus/alerts.yml has a case that fires and
+// alertCases: every alert of the chart's files/alerts.yml has a case that fires and
 // one that does not; the test fails for an alert without both.
 func alertCases() map[string][]alertCase {
 	return map[string][]alertCase{
@@ -129,7 +128,7 @@ var backticked = regexp.MustCompile("`[^`]+`")
 // evaluates, minute by minute, against synthetic series: it fires in the
 // stories where it should and in no other.
 func TestAlertsFire(t *testing.T) {
-	file := filepath.Join("prometheus", "alerts.yml")
+	file := alertsFile
 	p := parser.NewParser(parser.Options{})
 	groups, errs := rulefmt.ParseFile(file, false, model.UTF8Validation, p, slog.New(slog.DiscardHandler))
 	if len(errs) > 0 {

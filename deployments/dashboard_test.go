@@ -11,7 +11,7 @@ import (
 // variable (no uid of one installation), and every panel query filters on
 // the namespace and instance variables.
 func TestDashboardVariables(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("grafana", "dashboards", "*.json"))
+	files, _ := filepath.Glob(filepath.Join(dashboardDir, "*.json"))
 	if len(files) == 0 {
 		t.Fatal("no dashboards")
 	}

@@ -19,6 +19,12 @@ import (
 
 var chartDir = filepath.Join("helm", "billing")
 
+// The alert rules and the dashboard live in the chart; Compose mounts them from there.
+var (
+	alertsFile   = filepath.Join(chartDir, "files", "alerts.yml")
+	dashboardDir = filepath.Join(chartDir, "files")
+)
+
 // renderHelm is helm template of the chart with values over its defaults
 // (release "billing"), schema-checked as helm install would.
 func renderHelm(t *testing.T, values map[string]any) *manifests {
@@ -124,11 +130,11 @@ func TestHelmMonitoring(t *testing.T) {
 		t.Errorf("ServiceMonitor/%s: podTargetLabels %v lacks app.kubernetes.io/name", sm.Name, sm.Spec.PodTargetLabels)
 	}
 	var want ruleFile
-	if err := yaml.UnmarshalStrict(readFile(t, filepath.Join("prometheus", "alerts.yml")), &want); err != nil {
+	if err := yaml.UnmarshalStrict(readFile(t, alertsFile), &want); err != nil {
 		t.Fatal(err)
 	}
 	if got := m.prometheusRules[0].Spec; !reflect.DeepEqual(got, want) {
-		t.Errorf("the PrometheusRule's groups differ from prometheus/alerts.yml")
+		t.Errorf("the PrometheusRule's groups differ from files/alerts.yml")
 	}
 	if d := renderHelm(t, nil); len(d.serviceMonitors)+len(d.prometheusRules) != 0 {
 		t.Error("ServiceMonitor and PrometheusRule are on by default: they fail on clusters without the Prometheus Operator")

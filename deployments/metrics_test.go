@@ -206,14 +206,8 @@ type ruleFile struct {
 
 func alertQueries(t *testing.T) []query {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join("prometheus", "*rules*.y*ml"))
-	more, _ := filepath.Glob(filepath.Join("prometheus", "alerts*.y*ml"))
-	files = append(files, more...)
-	if len(files) == 0 {
-		t.Fatal("no rule files in prometheus/")
-	}
 	var out []query
-	for _, f := range files {
+	for _, f := range []string{alertsFile} {
 		var rf ruleFile
 		if err := yaml.UnmarshalStrict(readFile(t, f), &rf); err != nil {
 			t.Fatalf("%s: %v", f, err)
@@ -233,9 +227,9 @@ func alertQueries(t *testing.T) []query {
 
 func dashboardQueries(t *testing.T) []query {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join("grafana", "dashboards", "*.json"))
+	files, _ := filepath.Glob(filepath.Join(dashboardDir, "*.json"))
 	if len(files) == 0 {
-		t.Fatal("no dashboards in grafana/dashboards")
+		t.Fatal("no dashboards in " + dashboardDir)
 	}
 	var out []query
 	for _, f := range files {

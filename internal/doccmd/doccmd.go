@@ -35,7 +35,7 @@ var Placeholders = map[string]string{"$labels.class": "conflict", "$labels.kind"
 // Sources are the documentation files under root that quote commands: the
 // README, the alert rules, and every file named like a runbook.
 func Sources(root string) ([]string, error) {
-	out := []string{filepath.Join(root, "README.md"), filepath.Join(root, "deployments", "prometheus", "alerts.yml")}
+	out := []string{filepath.Join(root, "README.md"), filepath.Join(root, "deployments", "helm", "billing", "files", "alerts.yml")}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:

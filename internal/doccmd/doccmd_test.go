@@ -55,7 +55,7 @@ func TestFindInRepository(t *testing.T) {
 	}
 	var alert bool
 	for _, c := range cmds {
-		alert = alert || (strings.HasPrefix(c.Source, "deployments/prometheus/alerts.yml") && c.Text == "billingctl dlq ls --error-class conflict")
+		alert = alert || (strings.HasPrefix(c.Source, "deployments/helm/billing/files/alerts.yml") && c.Text == "billingctl dlq ls --error-class conflict")
 	}
 	if len(For(cmds, "billingctl")) == 0 || len(For(cmds, "reconciler")) == 0 || len(For(cmds, "billing-sim")) == 0 || !alert {
 		t.Fatalf("commands found: %v", cmds)
