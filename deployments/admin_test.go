@@ -22,29 +22,8 @@ import (
 	"github.com/quotaflow/billing/internal/config"
 )
 
-const adminComponent = "k8s/components/admin-api"
-
-// adminPeer is the peer both renderings let reach the read API by default.
+// adminPeer is the peer the chart lets reach the read API by default.
 var adminPeer = networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"billing-admin-client": "true"}}}
-
-// renderAdminOverlay is an overlay of the base with the admin-api component
-// and the placeholder token replaced by token, as the component asks (left
-// alone when token is empty).
-func renderAdminOverlay(t *testing.T, token string) *manifests {
-	t.Helper()
-	fs := copyToMemFs(t, k8sDir)
-	files := map[string]string{"overlay/kustomization.yaml": "resources: [../k8s]\ncomponents: [../" + adminComponent + "]\n"}
-	if token != "" {
-		files["overlay/kustomization.yaml"] += "patches: [{path: token.yaml}]\n"
-		files["overlay/token.yaml"] = "apiVersion: v1\nkind: Secret\nmetadata: {name: billing-admin-token}\nstringData: {token: " + strconv.Quote(token) + "}\n"
-	}
-	for name, content := range files {
-		if err := fs.WriteFile(name, []byte(content)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return renderKustomize(t, fs, "overlay")
-}
 
 // adminWorker is the billing-worker container of a rendering and its pod.
 func adminWorker(t *testing.T, m *manifests) (workload, corev1.Container) {
@@ -65,7 +44,6 @@ func adminWorker(t *testing.T, m *manifests) (workload, corev1.Container) {
 // mount never sees a rotated Secret), a ClusterIP Service reaches that port,
 // and the NetworkPolicy admits only the configured peers to it.
 func TestAdminAPIOn(t *testing.T) {
-	token := strings.Repeat("t0ken", 8)
 	custom := []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"team": "support"}}}}
 	customPeer := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "support"}}}
 	tests := []struct {
@@ -76,7 +54,6 @@ func TestAdminAPIOn(t *testing.T) {
 		secret string
 		peer   networkingv1.NetworkPolicyPeer
 	}{
-		{"kustomize component", renderAdminOverlay(t, token), 9200, config.DefaultAdminRateLimit, "billing-admin-token", adminPeer},
 		{"helm generated token", renderHelm(t, helmEverything()), 9200, config.DefaultAdminRateLimit, "billing-admin", adminPeer},
 		{"helm existing secret", renderHelm(t, map[string]any{"admin": map[string]any{
 			"enabled": true, "port": 9300, "rateLimit": "2.5,5", "from": custom,
@@ -234,10 +211,9 @@ func equalYAML(t *testing.T, a, b any) bool {
 	return string(x) == string(y)
 }
 
-// Off (the chart's default, the base without the component), nothing of the
-// read API is rendered.
+// Off (the chart's default), nothing of the read API is rendered.
 func TestAdminAPIOff(t *testing.T) {
-	for _, m := range []*manifests{loadManifests(t), renderHelm(t, nil)} {
+	for _, m := range []*manifests{renderHelm(t, nil)} {
 		for _, w := range m.workloads() {
 			for _, c := range append(slices.Clone(w.pod.Spec.InitContainers), w.pod.Spec.Containers...) {
 				for _, e := range c.Env {
@@ -276,22 +252,6 @@ func TestAdminAPIOff(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// The component's placeholder token, forgotten in an overlay, stops the
-// worker at start (naming ADMIN_TOKEN_FILE) instead of opening the API to a
-// guessable token.
-func TestAdminComponentPlaceholderRefused(t *testing.T) {
-	m := renderAdminOverlay(t, "")
-	w, c := adminWorker(t, m)
-	env, err := m.env(&w.pod.Spec, c, w.podNames[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = config.Load(func(k string) string { return env[k] }, config.NeedKafka, config.NeedWorkerID)
-	if err == nil || !strings.Contains(err.Error(), "ADMIN_TOKEN_FILE") {
-		t.Fatalf("the placeholder token loads: %v", err)
 	}
 }
 

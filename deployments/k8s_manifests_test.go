@@ -15,18 +15,16 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
-// manifests are the objects of one rendering (kubectl kustomize of the base,
-// or helm template of the chart), decoded strictly into the Kubernetes API
-// types: an unknown or misplaced field fails the test.
+// manifests are the objects of one rendering of the chart (as helm template
+// does), decoded strictly into the Kubernetes API types: an unknown or
+// misplaced field fails the test.
 type manifests struct {
-	source          string   // "kustomize" or "helm", for messages
-	images          []string // names the kustomization rewrites
+	source          string // the rendering, for messages
 	statefulSets    []*appsv1.StatefulSet
+	deployments     []*appsv1.Deployment
 	services        []*corev1.Service
 	serviceAccounts []*corev1.ServiceAccount
 	configMaps      map[string]*corev1.ConfigMap
@@ -60,51 +58,6 @@ type prometheusRule struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 	Spec              ruleFile `json:"spec"`
-}
-
-const k8sDir = "k8s"
-
-// loadManifests renders the Kustomize base as kubectl kustomize does.
-func loadManifests(t *testing.T) *manifests {
-	t.Helper()
-	return renderKustomize(t, filesys.MakeFsOnDisk(), k8sDir)
-}
-
-func renderKustomize(t *testing.T, fs filesys.FileSystem, dir string) *manifests {
-	t.Helper()
-	var kust struct {
-		Resources []string `json:"resources"`
-		Images    []struct {
-			Name string `json:"name"`
-		} `json:"images"`
-	}
-	b, err := fs.ReadFile(filepath.Join(dir, "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, &kust); err != nil {
-		t.Fatalf("kustomization.yaml: %v", err)
-	}
-	files, _ := fs.Glob(filepath.Join(dir, "*.y*ml"))
-	for _, f := range files {
-		if base := filepath.Base(f); base != "kustomization.yaml" && !slices.Contains(kust.Resources, base) {
-			t.Errorf("%s is not in kustomization.yaml's resources", f)
-		}
-	}
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, dir)
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	out, err := resources.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newManifests(t, "kustomize")
-	for _, img := range kust.Images {
-		m.images = append(m.images, img.Name)
-	}
-	m.addAll(t, out)
-	return m
 }
 
 func newManifests(t *testing.T, source string) *manifests {
@@ -150,6 +103,9 @@ func (m *manifests) add(doc []byte) error {
 	case "apps/v1 StatefulSet":
 		o := &appsv1.StatefulSet{}
 		m.statefulSets, obj = append(m.statefulSets, o), o
+	case "apps/v1 Deployment":
+		o := &appsv1.Deployment{}
+		m.deployments, obj = append(m.deployments, o), o
 	case "v1 Service":
 		o := &corev1.Service{}
 		m.services, obj = append(m.services, o), o
@@ -205,6 +161,9 @@ func (m *manifests) workloads() []workload {
 		}
 		out = append(out, workload{"StatefulSet", s.Name, &s.Spec.Template,
 			[]string{fmt.Sprintf("%s-0", s.Name), fmt.Sprintf("%s-%d", s.Name, n-1)}, nil})
+	}
+	for _, d := range m.deployments {
+		out = append(out, workload{"Deployment", d.Name, &d.Spec.Template, []string{d.Name + "-5d8f7c9b4-x7k2p"}, nil})
 	}
 	for _, j := range m.jobs {
 		out = append(out, workload{"Job", j.Name, &j.Spec.Template, []string{j.Name + "-x7k2p"}, hooks(j.ObjectMeta)})

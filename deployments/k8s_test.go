@@ -1,9 +1,7 @@
 package deployments_test
 
 import (
-	"bytes"
 	"fmt"
-	iofs "io/fs"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -17,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/quotaflow/billing/internal/httpserver"
 )
@@ -218,39 +215,91 @@ func checkWorkerServices(t *testing.T, m *manifests, s *appsv1.StatefulSet, c co
 	}
 }
 
-func TestK8sReconcilerCronJob(t *testing.T) {
-	var policies [][]batchv1.PodFailurePolicyRule
+// The reconciler runs in one of two shapes. The loop: one replica replaced
+// (never two at once), `--every`, its HTTP port reached by a Service the
+// ServiceMonitor scrapes, since its metrics are what the reconcile alerts
+// read. The CronJob: `--once`, never two runs at once, and exit codes are
+// results (cmd/reconciler checks its podFailurePolicy against them).
+func TestK8sReconciler(t *testing.T) {
 	for _, m := range renderings(t) {
-		found := false
-		for _, cj := range m.cronJobs {
-			for _, c := range cj.Spec.JobTemplate.Spec.Template.Spec.Containers {
+		runs := 0
+		for _, w := range m.workloads() {
+			for _, c := range w.pod.Spec.Containers {
 				if len(c.Command) == 0 || filepath.Base(c.Command[0]) != "reconciler" {
 					continue
 				}
-				found = true
-				if !slices.Contains(append(c.Command, c.Args...), "--once") {
-					t.Errorf("%s CronJob/%s: the reconciler runs without --once", m.source, cj.Name)
+				runs++
+				argv := append(slices.Clone(c.Command), c.Args...)
+				switch w.kind {
+				case "Deployment":
+					checkReconcilerLoop(t, m, w.name, c, argv)
+				case "CronJob":
+					if !slices.Contains(argv, "--once") {
+						t.Errorf("%s CronJob/%s: the reconciler runs without --once", m.source, w.name)
+					}
+				default:
+					t.Errorf("%s %s/%s runs the reconciler", m.source, w.kind, w.name)
 				}
 			}
+		}
+		if runs != 1 {
+			t.Errorf("%s: %d reconcilers, want one", m.source, runs)
+		}
+		for _, cj := range m.cronJobs {
 			if cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {
 				t.Errorf("%s CronJob/%s: concurrencyPolicy %q, want Forbid", m.source, cj.Name, cj.Spec.ConcurrencyPolicy)
 			}
 			if rp := cj.Spec.JobTemplate.Spec.Template.Spec.RestartPolicy; rp != corev1.RestartPolicyNever {
 				t.Errorf("%s CronJob/%s: restartPolicy %q, want Never (exit codes are results, not crashes)", m.source, cj.Name, rp)
 			}
-			if p := cj.Spec.JobTemplate.Spec.PodFailurePolicy; p != nil {
-				policies = append(policies, p.Rules)
+			if cj.Spec.JobTemplate.Spec.PodFailurePolicy == nil {
+				t.Errorf("%s CronJob/%s: no podFailurePolicy", m.source, cj.Name)
 			}
 		}
-		if !found {
-			t.Errorf("%s: no CronJob runs the reconciler", m.source)
+	}
+}
+
+func checkReconcilerLoop(t *testing.T, m *manifests, name string, c corev1.Container, argv []string) {
+	t.Helper()
+	where := m.source + " Deployment/" + name
+	i := slices.IndexFunc(m.deployments, func(d *appsv1.Deployment) bool { return d.Name == name })
+	d := m.deployments[i]
+	if !slices.Contains(argv, "--every") {
+		t.Errorf("%s: the reconciler runs without --every", where)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("%s: replicas %v strategy %q, want 1 and Recreate (two loops contend for the merchant locks)", where, d.Spec.Replicas, d.Spec.Strategy.Type)
+	}
+	if d.Spec.Selector == nil || !selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+		t.Errorf("%s: the selector does not match the pod labels", where)
+	}
+	// No readiness probe: an unready pod leaves the Service, and its failed
+	// runs (MySQL down) would never be scraped.
+	if c.ReadinessProbe != nil {
+		t.Errorf("%s: a readiness probe hides the reconciler from Prometheus while a dependency is down", where)
+	}
+	port := -1
+	for _, u := range m.units(t, workload{"Deployment", name, &d.Spec.Template, []string{name + "-x"}, nil}) {
+		port = httpPort(t, loadUnit(t, u))
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != httpserver.PathHealth || containerPort(t, c, c.LivenessProbe.HTTPGet.Port) != port {
+		t.Errorf("%s: no liveness probe on %s at port %d", where, httpserver.PathHealth, port)
+	}
+	scraped := false
+	for _, sm := range m.serviceMonitors {
+		for _, svc := range m.services {
+			if !selects(sm.Spec.Selector.MatchLabels, svc.Labels) || !selects(svc.Spec.Selector, d.Spec.Template.Labels) {
+				continue
+			}
+			for _, p := range svc.Spec.Ports {
+				for _, ep := range sm.Spec.Endpoints {
+					scraped = scraped || (p.Name == ep.Port && ep.Path == httpserver.PathMetrics && containerPort(t, c, p.TargetPort) == port)
+				}
+			}
 		}
 	}
-	// The chart copies the base's exit-code policy: they must not drift apart.
-	for _, p := range policies[1:] {
-		if !reflect.DeepEqual(p, policies[0]) {
-			t.Errorf("the reconciler CronJobs disagree on podFailurePolicy: %+v vs %+v", policies[0], p)
-		}
+	if !scraped {
+		t.Errorf("%s: no ServiceMonitor scrapes its port %d", where, port)
 	}
 }
 
@@ -269,14 +318,11 @@ func TestK8sRolloutMigratesBeforeWorkersStart(t *testing.T) {
 		}
 	}
 	// The check itself: the first release's shape (a plain migrate Job beside
-	// workers without an init container) fails it.
-	old := loadManifests(t)
-	for _, s := range old.statefulSets {
-		s.Spec.Template.Spec.InitContainers = nil
+	// the workers) fails it.
+	old := renderHelm(t, nil)
+	for _, j := range old.jobs {
+		j.Annotations = nil
 	}
-	job := renderHelm(t, nil).jobs[0].DeepCopy()
-	job.Annotations = nil
-	old.jobs = append(old.jobs, job)
 	if got := rolloutProblems(old); len(got) != 2 {
 		t.Errorf("a plain migrate Job: %d problems, want 2 (the race and the immutable template): %v", len(got), got)
 	}
@@ -334,9 +380,6 @@ func rolloutProblems(m *manifests) []string {
 // requests and limits, from the one image.
 func TestK8sPodHardening(t *testing.T) {
 	for _, m := range renderings(t) {
-		if m.source == "kustomize" && !slices.Contains(m.images, imageRepo) {
-			t.Errorf("kustomization.yaml images: %v lacks %s (overlays set its tag there)", m.images, imageRepo)
-		}
 		for _, w := range m.workloads() {
 			checkPodHardening(t, m, w)
 		}
@@ -433,8 +476,8 @@ func checkMemoryLimit(t *testing.T, where string, c corev1.Container) {
 }
 
 // Secrets reach the programs only as files (*_FILE): never in the pod spec,
-// never in the environment. The Secrets a rendering makes hold placeholders,
-// and every key of one is read through a *_FILE variable config knows.
+// never in the environment, and every key of a Secret the chart makes is read
+// through a *_FILE variable config knows.
 func TestK8sSecrets(t *testing.T) {
 	known := knownVariables()
 	for _, m := range renderings(t) {
@@ -470,41 +513,25 @@ func TestK8sSecrets(t *testing.T) {
 		}
 		for _, s := range m.secrets {
 			if len(s.Data) > 0 {
-				t.Errorf("%s Secret/%s: use stringData with CHANGE-ME placeholders, not data", m.source, s.Name)
+				t.Errorf("%s Secret/%s: use stringData, not data", m.source, s.Name)
 			}
-			for k, v := range s.StringData {
-				if read[s.Name+"."+k] == "ADMIN_TOKEN_FILE" {
-					continue // the chart generates it (TestHelmAdminToken)
-				}
-				if !strings.Contains(v, "CHANGE-ME") {
-					t.Errorf("%s Secret/%s: %s is not an obvious CHANGE-ME placeholder", m.source, s.Name, k)
-				}
+			for k := range s.StringData {
 				if read[s.Name+"."+k] == "" {
 					t.Errorf("%s Secret/%s: key %s is read by no *_FILE variable of any container", m.source, s.Name, k)
 				}
 			}
 		}
 		if len(m.secrets) == 0 {
-			t.Errorf("%s: no Secret (placeholders for the MySQL and Redis passwords)", m.source)
+			t.Errorf("%s: no Secret (the MySQL and Redis passwords)", m.source)
 		}
 	}
 }
 
-// An edit of the configuration changes the pod templates that read it, so
-// applying it rolls the pods: a ConfigMap generator's hash suffix in the
-// base, checksum annotations in the chart.
+// An edit of the configuration or of the chart-made Secret changes the pod
+// templates that read it (checksum annotations), so applying it rolls the pods.
 func TestK8sConfigChangeRollsPods(t *testing.T) {
-	fs := copyToMemFs(t, k8sDir)
-	before := loadManifests(t)
-	env := readFile(t, filepath.Join(k8sDir, "config.env"))
-	if err := fs.WriteFile(filepath.Join(k8sDir, "config.env"), bytes.Replace(env, []byte("LOG_LEVEL=info"), []byte("LOG_LEVEL=debug"), 1)); err != nil {
-		t.Fatal(err)
-	}
-	after := renderKustomize(t, fs, k8sDir)
-	checkRolls(t, before, after)
-
 	checkRolls(t, renderHelm(t, nil), renderHelm(t, map[string]any{"config": map[string]any{"LOG_LEVEL": "debug"}}))
-	checkRolls(t, renderHelm(t, nil), renderHelm(t, map[string]any{"secrets": map[string]any{"values": map[string]any{"mysql-password": "CHANGE-ME-2"}}}))
+	checkRolls(t, renderHelm(t, nil), renderHelm(t, map[string]any{"secrets": map[string]any{"values": map[string]any{"mysql-password": "another-s3cret", "redis-password": "redis-s3cret"}}}))
 }
 
 func checkRolls(t *testing.T, before, after *manifests) {
@@ -527,20 +554,4 @@ func checkRolls(t *testing.T, before, after *manifests) {
 			t.Errorf("%s %s: the pod template did not change with the configuration: its pods would keep the old one", before.source, name)
 		}
 	}
-}
-
-// copyToMemFs is an in-memory file system holding a copy of dir, for
-// renderings of edited or overlaid manifests.
-func copyToMemFs(t *testing.T, dir string) filesys.FileSystem {
-	t.Helper()
-	fs := filesys.MakeFsInMemory()
-	if err := filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		return fs.WriteFile(p, readFile(t, p))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return fs
 }

@@ -90,3 +90,15 @@ checksum/secret: {{ toJson .Values.secrets.values | sha256sum }}
 {{- define "billing.adminSecretName" -}}
 {{- default (printf "%s-admin" (include "billing.fullname" .)) .Values.admin.token.existingSecret -}}
 {{- end -}}
+
+{{/* stringData of a chart-made Secret: the keys the programs read, refusing a
+placeholder, so a forgotten password stops the render instead of deploying. */}}
+{{- define "billing.secretData" -}}
+{{- range $k, $_ := .Values.secrets.keys }}
+{{- $v := index $.Values.secrets.values $k | default "" }}
+{{- if or (not $v) (contains "CHANGE-ME" $v) }}
+{{- fail (printf "secrets.values.%s is the placeholder %q: give the real value (--set-file secrets.values.%s=FILE) or a Secret you manage (secrets.existingSecret); a key the programs must not read leaves secrets.keys (--set secrets.keys.%s=null)" $k $v $k $k) }}
+{{- end }}
+{{ $k }}: {{ $v | quote }}
+{{- end }}
+{{- end -}}
