@@ -94,11 +94,28 @@ func alertCases() map[string][]alertCase {
 		},
 		"BillingLedgerInconsistent": {
 			{"ledger mismatch", `billing_reconcile_findings_total{kind="ledger_mismatch"} 0x5 1x20`, 8 * time.Minute, true},
+			{"grants mismatch", `billing_reconcile_findings_total{kind="grants_mismatch"} 0x5 1x20`, 8 * time.Minute, true},
 			{"redis drift only", `billing_reconcile_findings_total{kind="redis_high"} 0x5 1x20`, 8 * time.Minute, false},
 		},
 		"BillingReconcileFailed": {
-			{"a failed run", `billing_reconcile_runs_total{status="failed"} 0x5 1x20`, 8 * time.Minute, true},
+			// The loop starts at minute 5 with every status born at 0
+			// (TestAlertedCountersAreBornAtZero); its first run fails.
+			{"the first run fails", `billing_reconcile_runs_total{status="failed"} _x5 0 1x20`, 8 * time.Minute, true},
+			{"a later run fails", `billing_reconcile_runs_total{status="failed"} 0x5 1x20`, 8 * time.Minute, true},
+			// What born-at-0 prevents: a series created by its first failure is
+			// one sample with no increase.
+			{"a counter born at 1 is missed", `billing_reconcile_runs_total{status="failed"} _x5 1x20`, 8 * time.Minute, false},
 			{"clean runs", `billing_reconcile_runs_total{status="clean"} 0+1x20`, 8 * time.Minute, false},
+		},
+		"BillingReconcilerJobFailed": {
+			{"a run left drift", "kube_job_status_failed{namespace=\"billing\",job_name=\"billing-reconciler-29000000\"} 0 1x10\n" +
+				"kube_job_status_active{namespace=\"billing\",job_name=\"billing-reconciler-29000000\"} 1 0x10\n" +
+				"kube_job_status_succeeded{namespace=\"billing\",job_name=\"billing-reconciler-29000000\"} 0x11", 5 * time.Minute, true},
+			{"a failed run being retried", "kube_job_status_failed{namespace=\"billing\",job_name=\"prod-billing-reconciler-29000000\"} 0 1x10\n" +
+				"kube_job_status_active{namespace=\"billing\",job_name=\"prod-billing-reconciler-29000000\"} 1x11", 5 * time.Minute, false},
+			{"a retry that succeeded", "kube_job_status_failed{namespace=\"billing\",job_name=\"billing-reconciler-29000000\"} 0 1x10\n" +
+				"kube_job_status_succeeded{namespace=\"billing\",job_name=\"billing-reconciler-29000000\"} 0 0 1x9", 5 * time.Minute, false},
+			{"another CronJob's Job", "kube_job_status_failed{namespace=\"billing\",job_name=\"nightly-export-29000000\"} 1x10", 5 * time.Minute, false},
 		},
 		"BillingReconcileStale": {
 			{"loop stopped running", `billing_reconcile_last_run_timestamp_seconds 0 60 120 180x40`, 40 * time.Minute, true},

@@ -247,3 +247,24 @@ func TestHelmSecretFileVariables(t *testing.T) {
 		t.Errorf("values.schema.json secrets.keys allows %v; config's secret files are %v", got, want)
 	}
 }
+
+// A placeholder password stops the render, naming the value to set and the
+// way out (a Secret you manage); so does an empty one. A key left out of
+// secrets.keys is not asked for.
+func TestHelmRefusesPlaceholderSecrets(t *testing.T) {
+	for name, values := range map[string]map[string]any{
+		"defaults":        {"secrets": map[string]any{}},
+		"redis forgotten": {"secrets": map[string]any{"values": map[string]any{"mysql-password": "mysql-s3cret"}}},
+		"empty":           {"secrets": map[string]any{"values": map[string]any{"mysql-password": "", "redis-password": "redis-s3cret"}}},
+	} {
+		_, err := helmFiles(t, values, nil)
+		if err == nil || !strings.Contains(err.Error(), "secrets.values.") || !strings.Contains(err.Error(), "secrets.existingSecret") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	m := renderHelm(t, map[string]any{"secrets": map[string]any{"keys": map[string]any{"redis-password": nil},
+		"values": map[string]any{"mysql-password": "mysql-s3cret"}}})
+	if s := m.secrets["billing-secrets"]; s == nil || len(s.StringData) != 1 || s.StringData["mysql-password"] != "mysql-s3cret" {
+		t.Errorf("without the redis key: %+v", s)
+	}
+}

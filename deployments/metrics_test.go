@@ -57,6 +57,9 @@ var targetLabels = []string{"instance", "job", "namespace"}
 var externalMetrics = map[string][]string{
 	"kafka_consumergroup_lag":                  {"consumergroup", "topic", "partition"},
 	"kube_cronjob_status_last_successful_time": {"cronjob", "namespace"},
+	"kube_job_status_failed":                   {"job_name", "namespace"},
+	"kube_job_status_succeeded":                {"job_name", "namespace"},
+	"kube_job_status_active":                   {"job_name", "namespace"},
 }
 
 // recorder is a Registerer that remembers what each registered collector

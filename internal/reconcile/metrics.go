@@ -44,6 +44,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		KindNegativeBalance, KindLedgerMismatch, KindMalformed, KindGrantsMismatch} {
 		m.findings.WithLabelValues(string(k))
 	}
+	// Born at 0, so increase() sees a process's first failed run (alerts).
+	for _, st := range []Status{StatusClean, StatusDrift, StatusRepaired, StatusFailed} {
+		m.runs.WithLabelValues(string(st))
+	}
 	err := metrics.Register(reg, m.findings, m.repairs, m.runs, m.duration, m.ledgerSeconds, m.busy, m.lastDrift, m.lastRun)
 	if err != nil {
 		return nil, err
