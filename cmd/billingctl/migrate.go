@@ -77,15 +77,9 @@ func (c *ctl) runMigrate(_ context.Context, args []string) error {
 	if *output == "json" {
 		return writeJSON(c.stdout, res)
 	}
-	switch res.Action {
-	case "forced":
-		fmt.Fprintf(c.stdout, "forced version %d on %s\n", *force, res.Target)
-	case "reverted":
-		fmt.Fprintf(c.stdout, "reverted %d migration(s) on %s\n", *down, res.Target)
-	case "applied":
-		fmt.Fprintf(c.stdout, "applied pending migrations on %s\n", res.Target)
-	case "up_to_date":
-		fmt.Fprintf(c.stdout, "schema already up to date on %s\n", res.Target)
+	if done, ok := map[string]string{"forced": fmt.Sprintf("forced version %d", *force), "reverted": fmt.Sprintf("reverted %d migration(s)", *down),
+		"applied": "applied pending migrations", "up_to_date": "schema already up to date"}[res.Action]; ok {
+		fmt.Fprintf(c.stdout, "%s on %s\n", done, res.Target)
 	}
 	_, err = fmt.Fprintf(c.stdout, "version %d of %d, dirty=%v; binaries of schema %d and later run on it\n", res.Version, res.Latest, res.Dirty, res.RunsFrom)
 	return err

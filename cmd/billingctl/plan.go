@@ -16,7 +16,7 @@ import (
 const planUsage = `billingctl quota plan: grant a merchant quota every period (a recurring plan)
 
   billingctl quota plan --merchant M --amount N --every 1mo [--rollover-max R] [--priority P] [--anchor T] [--output text|json]
-  billingctl quota plan ls [--merchant M] [--output text|json]
+  billingctl quota plan ls [--output text|json]
   billingctl quota plan cancel --merchant M [--output text|json]
 
 --every is Nmo (calendar months), Nd (days) or a duration (12h). Periods start
@@ -32,7 +32,7 @@ environment, 3 merchant unknown to billing (nothing was changed).
 
 const planLsUsage = `billingctl quota plan ls: list the recurring plans, with each one's next period
 
-  billingctl quota plan ls [--merchant M] [--output text|json]
+  billingctl quota plan ls [--output text|json]
 
 NEXT PERIOD is the start of the first period not issued yet. Needs MySQL only.
 Exit codes: 0 listed (none included), 1 failed, 2 bad command line or environment.
@@ -129,12 +129,15 @@ type planCancelled struct {
 // runPlanOf runs quota plan ls or quota plan cancel.
 func (c *ctl) runPlanOf(ctx context.Context, verb string, args []string) error {
 	fs := c.flags("quota plan "+verb, map[string]string{"ls": planLsUsage, "cancel": planCancelUsage}[verb])
-	merchant := fs.String("merchant", "", "merchant id (ls: only its plan)")
+	var merchant *string
+	if verb == "cancel" {
+		merchant = fs.String("merchant", "", "merchant id")
+	}
 	output := fs.Output()
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if (verb == "cancel" || *merchant != "") && !event.ValidID(*merchant) {
+	if merchant != nil && !event.ValidID(*merchant) {
 		return fs.Fail("--merchant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *merchant)
 	}
 	op, closeOp, err := c.operator(ctx, false)
@@ -153,25 +156,9 @@ func (c *ctl) runPlanOf(ctx context.Context, verb string, args []string) error {
 		_, err = fmt.Fprintf(c.stdout, "merchant %s: %s\n", *merchant, map[bool]string{true: "plan cancelled", false: "had no plan"}[had])
 		return err
 	}
-	var plans []plan.Plan
-	if *merchant != "" {
-		p, ok, err := op.Plans.Get(ctx, *merchant)
-		if err != nil {
-			return err
-		}
-		if ok {
-			plans = append(plans, p)
-		}
-	} else {
-		for after := ""; ; after = plans[len(plans)-1].MerchantID {
-			page, err := op.Plans.List(ctx, after, 1000)
-			if err != nil {
-				return err
-			}
-			if plans = append(plans, page...); len(page) < 1000 {
-				break
-			}
-		}
+	plans, err := op.Plans.List(ctx)
+	if err != nil {
+		return err
 	}
 	res := make([]planResult, len(plans))
 	for i, p := range plans {

@@ -122,7 +122,7 @@ func TestReaderNeedsNoLeaseNorRedis(t *testing.T) {
 	if op.WorkerID != -1 {
 		t.Fatalf("a reader holds worker ID %d", op.WorkerID)
 	}
-	if _, err := op.Plans.List(ctx, "", 10); err != nil {
+	if _, err := op.Plans.List(ctx); err != nil {
 		t.Fatalf("read without Redis: %v", err)
 	}
 	if _, err := op.Ledger.Grant(ctx, []ledger.Credit{{ID: "g-1", MerchantID: "m-1", Source: "test", Amount: 5, Priority: 50, StartsAt: time.Now()}}); !errors.Is(err, writepath.ErrReadOnly) {

@@ -77,10 +77,9 @@ func (s *Store) Get(ctx context.Context, merchantID string) (p Plan, ok bool, er
 	return ps[0], true, nil
 }
 
-// List is every plan, by merchant, from the merchant after (all when "")
-// on, at most limit.
-func (s *Store) List(ctx context.Context, after string, limit int) ([]Plan, error) {
-	return s.query(ctx, "plan: list", "SELECT "+columns+" FROM merchant_plans WHERE merchant_id > ? ORDER BY merchant_id LIMIT ?", after, limit)
+// List is every plan, by merchant.
+func (s *Store) List(ctx context.Context) ([]Plan, error) {
+	return s.query(ctx, "plan: list", "SELECT "+columns+" FROM merchant_plans ORDER BY merchant_id")
 }
 
 // Due lists up to limit plans whose next period has started by MySQL's
