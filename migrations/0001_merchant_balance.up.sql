@@ -1,3 +1,4 @@
+-- compat: breaking: the first schema; nothing ran before it
 -- The merchants known to billing and the truth about their balance: running totals that
 -- always equal the sums of the merchant's credit and debit ledger rows (one transaction
 -- writes both). A merchant without a row here is unknown.

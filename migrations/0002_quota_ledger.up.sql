@@ -1,3 +1,4 @@
+-- compat: breaking: a release-1 binary writes balances without ledger rows, so the ledger would not sum to them
 -- Append-only ledger: one row per event (credit, debit or rejected). The UNIQUE event_id is
 -- the floor of idempotency: whatever Redis says, an event is recorded at most once.
 CREATE TABLE quota_ledger (

@@ -1,3 +1,4 @@
+-- compat: additive
 -- The reconciler's audit trail: append-only, one row per run and one per finding.
 CREATE TABLE reconcile_runs (
     id                BIGINT       NOT NULL AUTO_INCREMENT,

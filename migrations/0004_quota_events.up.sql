@@ -1,3 +1,4 @@
+-- compat: breaking: a release-3 binary writes no outbox rows, so its balance changes would never be announced
 -- Balance events: what the ledger transaction decided to announce, written in that
 -- transaction and published by the relay afterwards (transactional outbox). id is derived
 -- from what caused the event (<event_id or grant id>/<type>[/<threshold>]): the unique key

@@ -1,3 +1,4 @@
+-- compat: breaking: a release-4 binary relies on the CHECK this drops to keep balances at 0 or above, and ignores overdraft policies
 -- Overdraft policy per merchant: reject (never below 0), floor (down to -overdraft_floor),
 -- overage (never rejects; what a debit takes below zero is recorded on its row as overage,
 -- for postpaid billing). The guard of the ledger transaction enforces it, so the balance

@@ -1,3 +1,4 @@
+-- compat: breaking: a release-5 binary ignores merchant_shards and deducts from quota:{M} beside the shards of a sharded merchant
 -- Quota shards of hot merchants. A merchant without a row has one shard (quota:{m}).
 -- folding_from is the shard count of the layout a resharding has not folded into this one yet.
 CREATE TABLE merchant_shards (

@@ -1,3 +1,4 @@
+-- compat: breaking: a release-6 binary debits without burning grants down, so quota_grants would no longer sum to the balance
 -- Plan periods: a merchant's balance is made of grants that burn down in
 -- (priority, expiry, age) order and may expire. An expire row moves the
 -- remainder of an expired grant out of the balance; it adds to debited, so

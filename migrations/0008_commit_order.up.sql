@@ -1,3 +1,4 @@
+-- compat: breaking: a release-7 binary writes ledger rows without seq (the UNIQUE key admits NULLs) that the read API's cursor and the reconciler skip, and reads reconcile_checkpoints.last_ledger_id, renamed last_seq
 -- Ledger order is commit order, per merchant. seq numbers a merchant's rows
 -- 1, 2, 3 ... in the order its balance moved: every transaction that writes
 -- rows of a merchant takes their numbers from merchant_balance.seq while it

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/event"
-	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
@@ -72,16 +70,13 @@ func (c *ctl) runAlerts(ctx context.Context, args []string) error {
 		}
 		alerts = &a
 	}
-	op, closeOp, err := c.operator(ctx)
+	op, closeOp, err := c.operator(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer closeOp()
 	if err := op.Ledger.SetAlerts(ctx, *merchant, alerts); err != nil {
-		if errors.Is(err, ledger.ErrUnknownMerchant) {
-			return fmt.Errorf("%s: %w", *merchant, errUnknownMerchant)
-		}
-		return err
+		return unknownMerchant(err, *merchant)
 	}
 	res := alertsResult{MerchantID: *merchant, Default: alerts == nil}
 	if alerts == nil {

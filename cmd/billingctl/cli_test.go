@@ -11,10 +11,11 @@ import (
 // --version prints the build, a bad flag and a bad environment exit 2 with
 // the problem on stderr. None of these dials a service.
 func TestCommandLine(t *testing.T) {
-	commands := [][]string{{}, {"migrate"}, {"quota"}, {"quota", "grant"}, {"quota", "show"}, {"quota", "shards"}, {"dlq"}, {"dlq", "ls"}, {"dlq", "replay"}}
+	commands := [][]string{{}, {"migrate"}, {"quota"}, {"quota", "grant"}, {"quota", "show"}, {"quota", "shards"}, {"quota", "plan"}, {"quota", "plan", "ls"}, {"quota", "plan", "cancel"}, {"dlq"}, {"dlq", "ls"}, {"dlq", "replay"}}
 	valid := map[string][]string{ // flags that pass validation, so only the environment is wrong
 		"migrate": {"--status"}, "quota grant": {"--merchant", "m-1", "--amount", "1", "--id", "g-1"},
-		"quota show": {"--merchant", "m-1"}, "quota shards": {"--merchant", "m-1", "--shards", "8"}, "dlq ls": nil, "dlq replay": {"--dry-run"},
+		"quota show": {"--merchant", "m-1"}, "quota shards": {"--merchant", "m-1", "--shards", "8"},
+		"quota plan": {"--merchant", "m-1", "--amount", "1", "--every", "1mo"}, "quota plan ls": nil, "quota plan cancel": {"--merchant", "m-1"}, "dlq ls": nil, "dlq replay": {"--dry-run"},
 	}
 	badEnv := map[string]string{"LOCK_TTL": "soon", "KAFKA_BROKERS": "127.0.0.1:1"}
 	for _, cmd := range commands {

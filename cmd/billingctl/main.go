@@ -14,25 +14,21 @@ import (
 	"github.com/quotaflow/billing/internal/logging"
 )
 
-const usage = `billingctl: operate the billing system
-
-  billingctl migrate [--status | --down N | --force VERSION] [--output text|json]
-  billingctl quota grant --merchant M --amount N --id GRANT_ID [--output text|json]
-  billingctl quota show --merchant M [--output text|json]
-  billingctl quota shards --merchant M --shards S [--output text|json]
-  billingctl dlq ls [filters] [--list] [--output text|json]
-  billingctl dlq replay [filters] [--dry-run] [--rate N] [--output text|json]
-
-Run 'billingctl COMMAND --help' for a command's flags. Exit codes: 0 done,
-1 failed, 2 bad command line or environment (nothing was done), 3 quota show
-of a merchant unknown to billing. Connections come from the environment
-(MYSQL_DSN, REDIS_ADDR, KAFKA_BROKERS, ...: see README).
+// The help is made of these and the synopsis of every command in the table.
+const (
+	usageHead = "billingctl: operate the billing system"
+	usageFoot = `Run 'billingctl COMMAND --help' for a command's flags. Exit codes: 0 done,
+1 failed, 2 bad command line or environment (nothing was done), 3 a merchant
+unknown to billing (quota show, alerts, policy, plan, shards; nothing was
+changed). Connections come from the environment (MYSQL_DSN, REDIS_ADDR,
+KAFKA_BROKERS, ...: see README).
 `
+)
 
-// exitUnknown is the exit code of quota show for a merchant without a balance row.
+// exitUnknown is the exit code of a quota command for a merchant without a balance row.
 const exitUnknown = 3
 
-// errUnknownMerchant: quota show found no merchant_balance row; the view was printed.
+// errUnknownMerchant: the merchant has no merchant_balance row.
 var errUnknownMerchant = errors.New("merchant unknown to billing (no merchant_balance row)")
 
 func main() {
@@ -62,9 +58,16 @@ type ctl struct {
 }
 
 func (c *ctl) run(ctx context.Context, args []string) error {
-	return cli.Dispatch(ctx, "billingctl", usage, []cli.Command{
-		{Name: "migrate", Run: c.runMigrate}, {Name: "quota", Run: c.runQuota}, {Name: "dlq", Run: c.runDLQ},
-	}, args, c.stdout, c.stderr)
+	cmds := c.commands()
+	return cli.Dispatch(ctx, "billingctl", cli.Usage(usageHead, cmds, usageFoot), cmds, args, c.stdout, c.stderr)
+}
+
+func (c *ctl) commands() []cli.Command {
+	return []cli.Command{
+		{Name: "migrate", Usage: migrateUsage, Run: c.runMigrate},
+		{Name: "quota", Usage: c.quotaUsage(), Run: c.runQuota},
+		{Name: "dlq", Usage: dlqUsage, Run: c.runDLQ},
+	}
 }
 
 // flags returns the flag set of a subcommand.

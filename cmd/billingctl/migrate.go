@@ -13,7 +13,11 @@ const migrateUsage = `billingctl migrate: apply the embedded schema to MYSQL_DSN
   billingctl migrate [--status | --down N | --force VERSION] [--output text|json]
 
 Idempotent. A half-applied (dirty) migration is reported: repair it by hand,
-then --force VERSION. Exit codes: 0 done, 1 failed, 2 bad command line or environment.
+then --force VERSION (it records VERSION as applied and clean, and runs no SQL).
+A schema newer than this binary's is left alone when every migration since is
+additive (this binary runs on it) and refused otherwise, naming why: migrate
+down with the build that migrated it (docs/rollback.md).
+Exit codes: 0 done, 1 failed, 2 bad command line or environment.
 `
 
 // migrateResult is what migrate prints.
@@ -23,6 +27,8 @@ type migrateResult struct {
 	Version uint   `json:"version"`
 	Latest  uint   `json:"latest"`
 	Dirty   bool   `json:"dirty"`
+	// RunsFrom is the oldest binary schema that runs on Version.
+	RunsFrom uint `json:"runs_from"`
 }
 
 func (c *ctl) runMigrate(_ context.Context, args []string) error {
@@ -67,20 +73,14 @@ func (c *ctl) runMigrate(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res.Version, res.Latest, res.Dirty = st.Version, st.Latest, st.Dirty
+	res.Version, res.Latest, res.Dirty, res.RunsFrom = st.Version, st.Latest, st.Dirty, st.RunsFrom
 	if *output == "json" {
 		return writeJSON(c.stdout, res)
 	}
-	switch res.Action {
-	case "forced":
-		fmt.Fprintf(c.stdout, "forced version %d on %s\n", *force, res.Target)
-	case "reverted":
-		fmt.Fprintf(c.stdout, "reverted %d migration(s) on %s\n", *down, res.Target)
-	case "applied":
-		fmt.Fprintf(c.stdout, "applied pending migrations on %s\n", res.Target)
-	case "up_to_date":
-		fmt.Fprintf(c.stdout, "schema already up to date on %s\n", res.Target)
+	if done, ok := map[string]string{"forced": fmt.Sprintf("forced version %d", *force), "reverted": fmt.Sprintf("reverted %d migration(s)", *down),
+		"applied": "applied pending migrations", "up_to_date": "schema already up to date"}[res.Action]; ok {
+		fmt.Fprintf(c.stdout, "%s on %s\n", done, res.Target)
 	}
-	_, err = fmt.Fprintf(c.stdout, "version %d of %d, dirty=%v\n", res.Version, res.Latest, res.Dirty)
+	_, err = fmt.Fprintf(c.stdout, "version %d of %d, dirty=%v; binaries of schema %d and later run on it\n", res.Version, res.Latest, res.Dirty, res.RunsFrom)
 	return err
 }

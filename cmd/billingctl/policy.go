@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
@@ -62,16 +61,13 @@ func (c *ctl) runPolicy(ctx context.Context, args []string) error {
 	if chosen != 1 {
 		return fs.Fail("give one of --reject, --floor N, --overage")
 	}
-	op, closeOp, err := c.operator(ctx)
+	op, closeOp, err := c.operator(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer closeOp()
 	if err := op.Deductor.SetPolicy(ctx, *merchant, p); err != nil {
-		if errors.Is(err, ledger.ErrUnknownMerchant) {
-			return fmt.Errorf("%s: %w", *merchant, errUnknownMerchant)
-		}
-		return err
+		return unknownMerchant(err, *merchant)
 	}
 	res := policyResult{MerchantID: *merchant, Policy: string(p.Kind), Floor: p.Floor}
 	if *output == cli.JSON {

@@ -21,18 +21,6 @@ import (
 	"github.com/quotaflow/billing/internal/shard"
 )
 
-const quotaUsage = `billingctl quota: grant quota, show a merchant's balance, set its alerts
-
-  billingctl quota grant --merchant M --amount N --id GRANT_ID [--priority P] [--expires-at T [--rollover-max R]] [--output text|json]
-  billingctl quota plan --merchant M --amount N --every 1mo [--rollover-max R] [--priority P] [--anchor T] [--output text|json]
-  billingctl quota show --merchant M [--output text|json]
-  billingctl quota alerts --merchant M (--low N|P% ... | --none | --default) [--output text|json]
-  billingctl quota policy --merchant M (--reject | --floor N | --overage) [--output text|json]
-  billingctl quota shards --merchant M --shards S [--output text|json]
-
-Run 'billingctl quota COMMAND --help' for its flags.
-`
-
 const shardsUsage = `billingctl quota shards: split a hot merchant's quota over S shards (1..64)
 
   billingctl quota shards --merchant M --shards S [--output text|json]
@@ -42,7 +30,8 @@ S=1 quota:{M}), so a merchant's events run in parallel lanes and spread over
 Redis Cluster nodes. Safe under load: the merchant's quota is folded into the
 new layout under the locks of the old and the new shards; deductions in flight
 move to their events' new shards. Workers route by the new count within a second.
-Exit codes: 0 done, 1 failed, 2 bad command line or environment.
+Exit codes: 0 done, 1 failed, 2 bad command line or environment, 3 merchant
+unknown to billing (nothing was changed).
 `
 
 const grantUsage = `billingctl quota grant: credit a merchant (MySQL ledger and balance, then Redis)
@@ -64,15 +53,26 @@ const showUsage = `billingctl quota show: Redis remain, MySQL credits and debits
 
   billingctl quota show --merchant M [--output text|json]
 
-Exit codes: 0 shown, 1 failed, 2 bad command line or environment, 3 the
-merchant is unknown to billing (no merchant_balance row; the view is printed).
+It leases no worker ID, and with Redis unreachable it prints the MySQL side
+and exits 1. Exit codes: 0 shown, 1 failed, 2 bad command line or environment,
+3 the merchant is unknown to billing (no merchant_balance row; the view is printed).
 `
 
+func (c *ctl) quotaCommands() []cli.Command {
+	return []cli.Command{
+		{Name: "grant", Usage: grantUsage, Run: c.runGrant}, {Name: "show", Usage: showUsage, Run: c.runShow},
+		{Name: "alerts", Usage: alertsUsage, Run: c.runAlerts}, {Name: "policy", Usage: policyUsage, Run: c.runPolicy},
+		{Name: "shards", Usage: shardsUsage, Run: c.runShards}, {Name: "plan", Usage: planUsage, Run: c.runPlan},
+	}
+}
+
+func (c *ctl) quotaUsage() string {
+	return cli.Usage("billingctl quota: grant quota, show a merchant's balance, set its alerts, policy, plan and shards",
+		c.quotaCommands(), "Run 'billingctl quota COMMAND --help' for its flags.\n")
+}
+
 func (c *ctl) runQuota(ctx context.Context, args []string) error {
-	return cli.Dispatch(ctx, "billingctl quota", quotaUsage, []cli.Command{
-		{Name: "grant", Run: c.runGrant}, {Name: "show", Run: c.runShow}, {Name: "alerts", Run: c.runAlerts},
-		{Name: "policy", Run: c.runPolicy}, {Name: "shards", Run: c.runShards}, {Name: "plan", Run: c.runPlan},
-	}, args, c.stdout, c.stderr)
+	return cli.Dispatch(ctx, "billingctl quota", c.quotaUsage(), c.quotaCommands(), args, c.stdout, c.stderr)
 }
 
 // grantResult is what quota grant prints.
@@ -122,7 +122,7 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 	case *rollover > 0 && exp == nil:
 		return fs.Fail("--rollover-max needs --expires-at: a grant that never expires has nothing to roll over")
 	}
-	op, closeOp, err := c.operator(ctx)
+	op, closeOp, err := c.operator(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (c *ctl) runShow(ctx context.Context, args []string) error {
 	if !event.ValidID(*merchant) {
 		return fs.Fail("--merchant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *merchant)
 	}
-	op, closeOp, err := c.operator(ctx)
+	op, closeOp, err := c.operator(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,11 @@ func (c *ctl) runShow(ctx context.Context, args []string) error {
 	} else {
 		err = writeView(c.stdout, view, op.DefaultAlerts)
 	}
-	if err == nil && !view.Known {
+	switch {
+	case err != nil:
+	case view.RedisErr != nil:
+		err = view.RedisErr // after the MySQL side
+	case !view.Known:
 		err = fmt.Errorf("%s: %w", *merchant, errUnknownMerchant)
 	}
 	return err
@@ -195,11 +199,19 @@ func (c *ctl) runShards(ctx context.Context, args []string) error {
 	case *n < 1 || *n > shard.Max:
 		return fs.Fail("--shards %d is outside 1..%d", *n, shard.Max)
 	}
-	op, closeOp, err := c.operator(ctx)
+	op, closeOp, err := c.operator(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer closeOp()
+	// Merchants are never removed: one known now still is when resharded.
+	bals, err := op.Ledger.Balances(ctx, []string{*merchant})
+	if err != nil {
+		return err
+	}
+	if _, known := bals[*merchant]; !known {
+		return fmt.Errorf("%s: %w", *merchant, errUnknownMerchant)
+	}
 	l, err := op.Deductor.Reshard(ctx, *merchant, *n)
 	if err != nil {
 		return err
@@ -212,8 +224,10 @@ func (c *ctl) runShards(ctx context.Context, args []string) error {
 	return err
 }
 
-// operator opens the write path: the environment's services and a leased worker ID.
-func (c *ctl) operator(ctx context.Context) (*operator.Operator, func(), error) {
+// operator opens the write path on the environment's services: with a leased
+// worker ID for a command that writes ledger rows, else without (no Redis
+// needed to start).
+func (c *ctl) operator(ctx context.Context, lease bool) (*operator.Operator, func(), error) {
 	cfg, err := config.Load(c.getenv)
 	if err != nil {
 		return nil, nil, err
@@ -226,7 +240,11 @@ func (c *ctl) operator(ctx context.Context) (*operator.Operator, func(), error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	op, err := operator.New(ctx, cfg, log)
+	open := operator.NewReader
+	if lease {
+		open = operator.New
+	}
+	op, err := open(ctx, cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -257,6 +275,7 @@ type quotaView struct {
 	LowUnits   []int64          `json:"low_thresholds"` // in units of today's base (ledger.Balance.LowBase), highest first
 	Shards     []shardView      `json:"shards"`
 	Grants     []ledger.Grant   `json:"grants"` // active in burn-down order, then the last ended
+	RedisError string           `json:"redis_error,omitempty"`
 }
 
 type shardView struct {
@@ -285,6 +304,9 @@ func newQuotaView(v deduct.View, def quotaevent.Alerts) quotaView {
 	}
 	if v.Cached {
 		q.Remain, q.Ver, q.Drift = new(v.Remain), new(v.Ver), new(v.Drift)
+	}
+	if v.RedisErr != nil {
+		q.RedisError = v.RedisErr.Error()
 	}
 	for k, s := range v.Shards {
 		q.Shards = append(q.Shards, shardView{Tag: s.Tag, Cached: s.Cached, Remain: s.Remain, Ver: s.Ver,
@@ -320,6 +342,8 @@ func writeView(w io.Writer, v deduct.View, def quotaevent.Alerts) error {
 	if v.Cached {
 		fmt.Fprintf(tw, "redis remain\t%d\t(ver %d)\n", v.Remain, v.Ver)
 		fmt.Fprintf(tw, "drift\t%d\n", v.Drift)
+	} else if v.RedisErr != nil {
+		fmt.Fprintf(tw, "redis remain\tunreadable\t(%v)\n", v.RedisErr)
 	} else {
 		fmt.Fprintf(tw, "redis remain\tnot loaded\t(hydrated from MySQL on the next deduction)\n")
 	}

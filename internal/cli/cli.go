@@ -106,10 +106,26 @@ func PrintVersion(w io.Writer, name string) {
 	fmt.Fprintf(w, "%s %s\n", prog, buildinfo.Get())
 }
 
-// Command is a subcommand: its name and what runs it with the arguments after the name.
+// Command is a subcommand: its name, its usage (whose second paragraph, the
+// synopsis, its parent's help lists) and what runs it with the arguments
+// after the name.
 type Command struct {
-	Name string
-	Run  func(ctx context.Context, args []string) error
+	Name  string
+	Usage string
+	Run   func(ctx context.Context, args []string) error
+}
+
+// Usage is the help of a program or command made of cmds: head, the synopsis
+// of every command, then foot. Built from the table, it omits none.
+func Usage(head string, cmds []Command, foot string) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimRight(head, "\n") + "\n\n")
+	for _, c := range cmds {
+		if paras := strings.SplitN(c.Usage, "\n\n", 3); len(paras) > 1 {
+			b.WriteString(strings.TrimRight(paras[1], "\n") + "\n")
+		}
+	}
+	return b.String() + "\n" + foot
 }
 
 // Dispatch runs the command args[0] names. Help (help, -h, --help) prints

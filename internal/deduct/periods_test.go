@@ -420,6 +420,10 @@ func TestPlanPeriodsWithRollover(t *testing.T) {
 		return res[0].Err
 	}
 	sched := plan.NewScheduler(plans, issue)
+	// Plans are for merchants billing knows: m has a balance row, still empty.
+	if err := e.mysql.DB.Exec("INSERT INTO merchant_balance (merchant_id) VALUES ('m')").Error; err != nil {
+		t.Fatal(err)
+	}
 	anchor := time.Now().Add(-3 * time.Second).Truncate(time.Millisecond)
 	if err := plans.Set(ctx, plan.Plan{MerchantID: "m", Amount: 100, Every: plan.Every{Duration: 2 * time.Second}, RolloverMax: 10, Priority: 1, Anchor: anchor}); err != nil {
 		t.Fatal(err)

@@ -58,6 +58,9 @@ type View struct {
 	// Grants are the active grants in burn-down order, then the last few
 	// ended ones (shownEnded), newest first.
 	Grants []ledger.Grant
+	// RedisErr is why Redis could not be read (then nothing is Cached); the
+	// MySQL side is shown all the same.
+	RedisErr error
 }
 
 // shownEnded is how many ended grants Show lists.
@@ -73,7 +76,8 @@ type ShardView struct {
 }
 
 // Show reads a merchant's Redis and MySQL state for an operator. It takes no
-// lock, so a batch in flight may show as drift for a moment.
+// lock, so a batch in flight may show as drift for a moment. A Redis it
+// cannot read leaves the Redis side empty (RedisErr), the MySQL side shown.
 func (d *Deductor) Show(ctx context.Context, merchantID string) (View, error) {
 	v := View{MerchantID: merchantID}
 	layouts, err := d.shards.Layouts(ctx, []string{merchantID})
@@ -88,10 +92,10 @@ func (d *Deductor) Show(ctx context.Context, merchantID string) (View, error) {
 	}
 	hs, err := quota.Read(ctx, d.rdb, keys)
 	if err != nil {
-		return View{}, err
+		v.RedisErr, hs = fmt.Errorf("deduct: read quota of %s: %w", merchantID, err), nil
 	}
 	var ids []string
-	v.Cached = true
+	v.Cached = err == nil
 	for k, h := range hs {
 		q, err := quota.Parse(h)
 		if err != nil {

@@ -33,9 +33,10 @@ var Placeholders = map[string]string{"$labels.class": "conflict", "$labels.kind"
 	"M": "m-1", "N": "1"}
 
 // Sources are the documentation files under root that quote commands: the
-// README, the alert rules, and every file named like a runbook.
+// README, the alert rules, the rollback runbook, and every file named like a runbook.
 func Sources(root string) ([]string, error) {
-	out := []string{filepath.Join(root, "README.md"), filepath.Join(root, "deployments", "helm", "billing", "files", "alerts.yml")}
+	out := []string{filepath.Join(root, "README.md"), filepath.Join(root, "deployments", "helm", "billing", "files", "alerts.yml"),
+		filepath.Join(root, "docs", "rollback.md")}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:

@@ -1,6 +1,8 @@
 // Package migrate applies the embedded schema with golang-migrate. A migration
 // that failed part way leaves the schema dirty (MySQL cannot roll DDL back):
-// Up refuses it until an operator repairs the schema and calls Force.
+// Up refuses it until an operator repairs the schema and calls Force. A binary
+// runs on its own schema and on newer ones reached by additive migrations
+// only (compat.go), so rolling a binary back needs no migration down.
 package migrate
 
 import (
@@ -8,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/go-sql-driver/mysql"
 	gomigrate "github.com/golang-migrate/migrate/v4"
@@ -30,12 +33,17 @@ type Status struct {
 	Version uint // 0: nothing applied
 	Dirty   bool
 	Latest  uint // newest version embedded in this binary
+	// RunsFrom is the oldest binary schema that runs on Version; Why is what
+	// migration RunsFrom broke for the binaries before it.
+	RunsFrom uint
+	Why      string
 }
 
-// Check returns nil when the schema is exactly the embedded one, else a
-// *StatusError saying what is wrong and what to do.
+// Check returns nil when this binary runs on the schema (its own, or a newer
+// one only additive migrations led to), else a *StatusError saying what is
+// wrong and what to do.
 func (s Status) Check() error {
-	if s.Dirty || s.Version != s.Latest {
+	if s.Dirty || s.Version < s.Latest || s.RunsFrom > s.Latest {
 		return &StatusError{s}
 	}
 	return nil
@@ -52,7 +60,8 @@ func (e *StatusError) Error() string {
 	case e.Dirty:
 		return fmt.Sprintf("schema at version %d is half-applied (dirty), want %d: repair it by hand, mark the version it now is with billingctl migrate --force VERSION, then run billingctl migrate", e.Version, e.Latest)
 	case e.Version > e.Latest:
-		return fmt.Sprintf("schema at version %d is newer than this binary's %d: not running on it; deploy the build that migrated it", e.Version, e.Latest)
+		return fmt.Sprintf("schema at version %d is newer than this binary's %d and not compatible with it (migration %d: %s): "+
+			"deploy a build of schema %d or later, or migrate down to %d with the build that migrated it", e.Version, e.Latest, e.RunsFrom, e.Why, e.RunsFrom, e.Latest)
 	}
 	return fmt.Sprintf("schema at version %d, want %d: run billingctl migrate", e.Version, e.Latest)
 }
@@ -67,36 +76,63 @@ func (e *StatusError) Is(target error) bool {
 	return target == ErrBehind && e.Version < e.Latest
 }
 
-// ReadStatus reads the schema version in one query, cheap to poll; a database
-// never migrated is at version 0.
+// ReadStatus reads the schema version and its compatibility marker, cheap to
+// poll; a database never migrated is at version 0.
 func ReadStatus(ctx context.Context, db *sql.DB) (Status, error) {
-	latest, err := latestVersion()
+	ms, err := markers(migrations.FS)
 	if err != nil {
 		return Status{}, err
 	}
+	return readStatus(ctx, db, ms[len(ms)-1].version)
+}
+
+func readStatus(ctx context.Context, db *sql.DB, latest uint) (Status, error) {
 	var v int64
 	var dirty bool
-	err = db.QueryRowContext(ctx, "SELECT version, dirty FROM `"+migratemysql.DefaultMigrationsTable+"` LIMIT 1").Scan(&v, &dirty)
-	var me *mysql.MySQLError
+	err := db.QueryRowContext(ctx, "SELECT version, dirty FROM `"+migratemysql.DefaultMigrationsTable+"` LIMIT 1").Scan(&v, &dirty)
 	switch {
-	case errors.Is(err, sql.ErrNoRows), errors.As(err, &me) && me.Number == failure.MySQLNoSuchTable:
+	case noRows(err):
 		return Status{Latest: latest}, nil
 	case err != nil:
 		return Status{}, fmt.Errorf("migrate: read version: %w", err)
 	case v < 0:
 		return Status{Latest: latest}, nil // golang-migrate's "no version"
 	}
-	return Status{Version: uint(v), Dirty: dirty, Latest: latest}, nil
+	st := Status{Version: uint(v), Dirty: dirty, Latest: latest, RunsFrom: uint(v)}
+	err = db.QueryRowContext(ctx, "SELECT runs_from, why FROM `"+compatTable+"` WHERE version = ?", v).Scan(&st.RunsFrom, &st.Why)
+	switch {
+	case noRows(err): // migrated by a build that recorded no markers
+		st.RunsFrom, st.Why = st.Version, "no compatibility marker is recorded for it"
+	case err != nil:
+		return Status{}, fmt.Errorf("migrate: read compatibility: %w", err)
+	}
+	return st, nil
+}
+
+// noRows: the row or its whole table is missing.
+func noRows(err error) bool {
+	var me *mysql.MySQLError
+	return errors.Is(err, sql.ErrNoRows) || errors.As(err, &me) && me.Number == failure.MySQLNoSuchTable
 }
 
 // Migrator applies the embedded migrations to one database.
 type Migrator struct {
-	db *sql.DB
-	m  *gomigrate.Migrate
+	db     *sql.DB
+	m      *gomigrate.Migrate
+	latest uint
 }
 
-// Open connects to the database named in dsn (go-sql-driver/mysql format).
-func Open(dsn string) (*Migrator, error) {
+// Open connects to the database named in dsn (go-sql-driver/mysql format) and
+// records the embedded migrations' compatibility markers there.
+func Open(dsn string) (*Migrator, error) { return OpenFS(dsn, migrations.FS) }
+
+// OpenFS is Open with the migrations of fsys instead of the embedded ones: a
+// newer release's, as a test rolls a binary back onto them.
+func OpenFS(dsn string, fsys fs.FS) (*Migrator, error) {
+	ms, err := markers(fsys)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: parse MYSQL_DSN: %w", err)
@@ -114,17 +150,20 @@ func Open(dsn string) (*Migrator, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate: connect: %w", err)
 	}
-	src, err := iofs.New(migrations.FS, ".")
+	src, err := iofs.New(fsys, ".")
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("migrate: read embedded migrations: %w", err)
+		return nil, fmt.Errorf("migrate: read migrations: %w", err)
 	}
 	m, err := gomigrate.NewWithInstance("iofs", src, cfg.DBName, driver)
+	if err == nil {
+		err = recordMarkers(context.Background(), db, ms)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	return &Migrator{db: db, m: m}, nil
+	return &Migrator{db: db, m: m, latest: ms[len(ms)-1].version}, nil
 }
 
 // Close releases the connection.
@@ -135,18 +174,22 @@ func (g *Migrator) Close() error {
 
 // Status reports the applied and the latest embedded version.
 func (g *Migrator) Status() (Status, error) {
-	return ReadStatus(context.Background(), g.db)
+	return readStatus(context.Background(), g.db, g.latest)
 }
 
 // Up applies every pending migration. It reports whether anything changed; on a
-// dirty schema it returns ErrDirty and applies nothing.
+// dirty schema it returns ErrDirty and applies nothing, as it does on a newer
+// schema this binary does not run on (one it runs on is up to date).
 func (g *Migrator) Up() (changed bool, err error) {
 	st, err := g.Status()
 	if err != nil {
 		return false, err
 	}
-	if st.Dirty {
+	switch {
+	case st.Dirty:
 		return false, fmt.Errorf("%w: version %d failed part way; repair the schema by hand, then run `billingctl migrate --force %d`", ErrDirty, st.Version, st.Version)
+	case st.Version > st.Latest:
+		return false, st.Check()
 	}
 	err = g.m.Up()
 	if errors.Is(err, gomigrate.ErrNoChange) {
@@ -184,23 +227,4 @@ func (g *Migrator) Force(version int) error {
 		return fmt.Errorf("migrate: force %d: %w", version, err)
 	}
 	return nil
-}
-
-func latestVersion() (uint, error) {
-	src, err := iofs.New(migrations.FS, ".")
-	if err != nil {
-		return 0, fmt.Errorf("migrate: read embedded migrations: %w", err)
-	}
-	defer src.Close()
-	v, err := src.First()
-	if err != nil {
-		return 0, fmt.Errorf("migrate: no embedded migrations: %w", err)
-	}
-	for {
-		next, err := src.Next(v)
-		if err != nil {
-			return v, nil // fs.ErrNotExist: v is the last
-		}
-		v = next
-	}
 }

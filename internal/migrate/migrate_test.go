@@ -138,7 +138,10 @@ func TestStatusCheck(t *testing.T) {
 		{migrate.Status{Version: 2, Latest: 3}, migrate.ErrBehind, "schema at version 2, want 3: run billingctl migrate"},
 		{migrate.Status{Version: 2, Dirty: true, Latest: 3}, migrate.ErrDirty, "schema at version 2 is half-applied (dirty), want 3: repair it by hand"},
 		{migrate.Status{Version: 3, Dirty: true, Latest: 3}, migrate.ErrDirty, "schema at version 3 is half-applied"},
-		{migrate.Status{Version: 4, Latest: 3}, migrate.ErrAhead, "schema at version 4 is newer than this binary's 3"},
+		{migrate.Status{Version: 4, Latest: 3, RunsFrom: 4, Why: "drops x"}, migrate.ErrAhead, "schema at version 4 is newer than this binary's 3 and not compatible with it (migration 4: drops x)"},
+		{migrate.Status{Version: 5, Latest: 3, RunsFrom: 4, Why: "drops x"}, migrate.ErrAhead, "schema at version 5 is newer than this binary's 3 and not compatible with it (migration 4: drops x): deploy a build of schema 4 or later, or migrate down to 3"},
+		{migrate.Status{Version: 4, Latest: 3, RunsFrom: 3}, nil, ""}, // additive: a rolled-back binary runs
+		{migrate.Status{Version: 5, Latest: 3, RunsFrom: 2}, nil, ""},
 	}
 	for _, tt := range tests {
 		err := tt.st.Check()

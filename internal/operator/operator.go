@@ -1,6 +1,7 @@
 // Package operator assembles billingctl's write path: the services, a Snowflake
 // worker ID leased from the operator pool (or IDGEN_WORKER_ID), and the stores
-// its commands use.
+// its commands use; or, for commands that write no ledger row, the same
+// without a lease (NewReader), which needs no Redis to start.
 package operator
 
 import (
@@ -34,7 +35,7 @@ const (
 // Operator is the write path for people: quota grants and views, with its own
 // leased worker ID (IDGEN_WORKER_ID, or a free one of the operator pool).
 type Operator struct {
-	WorkerID int // the leased Snowflake worker ID
+	WorkerID int // the leased Snowflake worker ID; -1 for a reader
 	// DefaultAlerts are the thresholds of merchants without their own (QUOTA_LOW_DEFAULT).
 	DefaultAlerts quotaevent.Alerts
 	Deductor      *deduct.Deductor
@@ -70,18 +71,41 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *Operator, 
 		svc.Close()
 		return nil, err
 	}
+	op := newOperator(cfg, svc, p)
+	op.WorkerID = id
 	leaseCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	op := &Operator{WorkerID: id, DefaultAlerts: cfg.QuotaEvents.DefaultAlerts,
-		Deductor: p.Deductor, Ledger: p.Ledger, Plans: plan.NewStore(svc.SQL),
-		svc: svc, path: p, stopLease: stop, leaseDone: make(chan error, 1)}
+	op.stopLease, op.leaseDone = stop, make(chan error, 1)
 	go func() { op.leaseDone <- p.Lease.Run(leaseCtx) }()
 	return op, nil
 }
 
-// Close releases the lease and the connections.
+// NewReader opens the services without leasing a worker ID: its Deductor
+// reads, and fails with writepath.ErrReadOnly to write a ledger row.
+func NewReader(ctx context.Context, cfg config.Config, log *zap.Logger) (*Operator, error) {
+	svc, err := writepath.OpenServices(ctx, cfg, "billingctl", log)
+	if err != nil {
+		return nil, err
+	}
+	p, err := writepath.New(cfg, 0, nil, svc, writepath.Metrics{}, log, nil)
+	if err != nil {
+		svc.Close()
+		return nil, err
+	}
+	return newOperator(cfg, svc, p), nil
+}
+
+func newOperator(cfg config.Config, svc *writepath.Services, p *writepath.Path) *Operator {
+	return &Operator{WorkerID: -1, DefaultAlerts: cfg.QuotaEvents.DefaultAlerts,
+		Deductor: p.Deductor, Ledger: p.Ledger, Plans: plan.NewStore(svc.SQL), svc: svc, path: p}
+}
+
+// Close releases the lease, if any, and the connections.
 func (o *Operator) Close() error {
-	o.stopLease()
-	err := <-o.leaseDone
+	var err error
+	if o.stopLease != nil {
+		o.stopLease()
+		err = <-o.leaseDone
+	}
 	o.path.Close()
 	return errors.Join(err, o.svc.Close())
 }

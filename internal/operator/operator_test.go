@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,7 +11,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/quotaflow/billing/internal/config"
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/testenv"
+	"github.com/quotaflow/billing/internal/writepath"
 )
 
 // Operator commands (billingctl quota grant) run in parallel: each leases its
@@ -98,5 +101,35 @@ func TestParallelOperatorsDoNotSerialize(t *testing.T) {
 	defer op.Close()
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("a command after the others took %s to lease", took)
+	}
+}
+
+// A reader starts with Redis unreachable and leases nothing; it reads MySQL,
+// and a ledger row it would write fails before any is written.
+func TestReaderNeedsNoLeaseNorRedis(t *testing.T) {
+	db := testenv.NewMySQL(t)
+	env := map[string]string{"MYSQL_DSN": db.DSN, "REDIS_ADDR": "127.0.0.1:1"}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	op, err := NewReader(ctx, cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	if op.WorkerID != -1 {
+		t.Fatalf("a reader holds worker ID %d", op.WorkerID)
+	}
+	if _, err := op.Plans.List(ctx); err != nil {
+		t.Fatalf("read without Redis: %v", err)
+	}
+	if _, err := op.Ledger.Grant(ctx, []ledger.Credit{{ID: "g-1", MerchantID: "m-1", Source: "test", Amount: 5, Priority: 50, StartsAt: time.Now()}}); !errors.Is(err, writepath.ErrReadOnly) {
+		t.Fatalf("a reader's credit = %v, want ErrReadOnly", err)
+	}
+	var rows int64
+	if err := db.DB.Raw("SELECT COUNT(*) FROM quota_ledger").Scan(&rows).Error; err != nil || rows != 0 {
+		t.Fatalf("%d ledger rows (%v) after a reader's write", rows, err)
 	}
 }

@@ -30,6 +30,7 @@ func TestSchedulerMissedPeriodStart(t *testing.T) {
 		issued[g.GrantID] = g
 		return nil
 	}
+	known(t, db, "m-1", "m-2")
 	now := time.Now().UTC()
 	// Anchored 2.5 hours ago, hourly: periods 0 and 1 were missed; period 2 is current.
 	anchor := now.Add(-150 * time.Minute).Truncate(time.Second)
@@ -84,6 +85,7 @@ func TestSchedulerGoesOnPastAFailingPlan(t *testing.T) {
 	hourly := func(m string, amount int64) Plan {
 		return Plan{MerchantID: m, Amount: amount, Every: Every{Duration: time.Hour}, Priority: 50, Anchor: anchor}
 	}
+	known(t, db, "m-conflict", "m-invalid", "m-good")
 	for _, p := range []Plan{hourly("m-conflict", 10), hourly("m-invalid", 20), hourly("m-good", 30)} {
 		if err := store.Set(ctx, p); err != nil {
 			t.Fatal(err)

@@ -3,8 +3,11 @@ package plan
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // Store reads and writes merchant_plans.
@@ -18,9 +21,14 @@ const columns = "merchant_id, amount, every_months, every_secs, rollover_max, pr
 // Set creates or replaces a merchant's plan; its first period to issue is
 // the one containing the anchor (so a plan anchored in the past starts with
 // the current period). A plan replaced after its current period was issued
-// takes effect from its next period: that period keeps its grant.
+// takes effect from its next period: that period keeps its grant. A merchant
+// unknown to billing gets no plan (ledger.ErrUnknownMerchant): its grants would
+// make it known. Merchants are never removed, so a check before the write holds.
 func (s *Store) Set(ctx context.Context, p Plan) error {
 	if err := p.Check(); err != nil {
+		return err
+	}
+	if err := s.known(ctx, p.MerchantID); err != nil {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, "INSERT INTO merchant_plans ("+columns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)"+
@@ -33,18 +41,45 @@ func (s *Store) Set(ctx context.Context, p Plan) error {
 	return nil
 }
 
+// Cancel ends a merchant's plan: no period after the current one is issued
+// (the current one keeps its grant until it expires). It reports whether there
+// was a plan; ledger.ErrUnknownMerchant for a merchant unknown to billing.
+func (s *Store) Cancel(ctx context.Context, merchantID string) (bool, error) {
+	if err := s.known(ctx, merchantID); err != nil {
+		return false, err
+	}
+	res, err := s.db.ExecContext(ctx, "DELETE FROM merchant_plans WHERE merchant_id = ?", merchantID)
+	if err != nil {
+		return false, fmt.Errorf("plan: cancel %s: %w", merchantID, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+func (s *Store) known(ctx context.Context, merchantID string) error {
+	var one int
+	err := s.db.QueryRowContext(ctx, "SELECT 1 FROM merchant_balance WHERE merchant_id = ?", merchantID).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("plan: %s: %w", merchantID, ledger.ErrUnknownMerchant)
+	case err != nil:
+		return fmt.Errorf("plan: merchant %s: %w", merchantID, err)
+	}
+	return nil
+}
+
 // Get is a merchant's plan; ok false when it has none.
 func (s *Store) Get(ctx context.Context, merchantID string) (p Plan, ok bool, err error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT "+columns+" FROM merchant_plans WHERE merchant_id = ?", merchantID)
-	if err != nil {
-		return p, false, fmt.Errorf("plan: get %s: %w", merchantID, err)
+	ps, err := s.query(ctx, "plan: get "+merchantID, "SELECT "+columns+" FROM merchant_plans WHERE merchant_id = ?", merchantID)
+	if err != nil || len(ps) == 0 {
+		return p, false, err
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		return p, false, rows.Err()
-	}
-	p, err = scan(rows)
-	return p, err == nil, err
+	return ps[0], true, nil
+}
+
+// List is every plan, by merchant.
+func (s *Store) List(ctx context.Context) ([]Plan, error) {
+	return s.query(ctx, "plan: list", "SELECT "+columns+" FROM merchant_plans ORDER BY merchant_id")
 }
 
 // Due lists up to limit plans whose next period has started by MySQL's
@@ -54,20 +89,29 @@ func (s *Store) Due(ctx context.Context, limit int) ([]Plan, time.Time, error) {
 	if err := s.db.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
 		return nil, now, fmt.Errorf("plan: now: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT "+columns+" FROM merchant_plans WHERE next_start <= ? ORDER BY next_start LIMIT ?", now, limit)
+	out, err := s.query(ctx, "plan: due", "SELECT "+columns+" FROM merchant_plans WHERE next_start <= ? ORDER BY next_start LIMIT ?", now, limit)
+	return out, now.UTC(), err
+}
+
+// query reads the plans a SELECT of columns returns; what names it in errors.
+func (s *Store) query(ctx context.Context, what, q string, args ...any) ([]Plan, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, now, fmt.Errorf("plan: due: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []Plan
 	for rows.Next() {
 		p, err := scan(rows)
 		if err != nil {
-			return nil, now, err
+			return nil, err
 		}
 		out = append(out, p)
 	}
-	return out, now.UTC(), rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
 }
 
 // Advance moves a plan's next period from from to to, unless another

@@ -18,8 +18,8 @@ const schemaPollMax = 2 * time.Second
 
 var errSchemaUnchecked = errors.New("schema: not checked yet")
 
-// schemaGate holds the consumer back until the database schema is the
-// version this binary embeds: a worker started before `billingctl migrate`
+// schemaGate holds the consumer back until the database schema is one this
+// binary runs on (its own, or a newer one reached by additive migrations): a worker started before `billingctl migrate`
 // would otherwise fail every event. It never gives up, since a migration or a
 // rollout can fix any mismatch, and readiness says what is wrong meanwhile.
 type schemaGate struct {
@@ -71,7 +71,7 @@ func (s *schemaGate) check(ctx context.Context) error {
 	}
 	switch {
 	case err == nil:
-		s.log.Info("database schema is current, consuming", zap.Uint("version", st.Version))
+		s.log.Info("database schema is current, consuming", zap.Uint("version", st.Version), zap.Uint("binary_version", st.Latest))
 	case errors.Is(err, migrate.ErrBehind):
 		s.log.Warn("not consuming until the schema is migrated", zap.Error(err))
 	default: // dirty or newer than this binary: a person must act

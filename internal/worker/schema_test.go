@@ -148,6 +148,51 @@ func TestWorkerRefusesANewerSchemaAndStopsCleanly(t *testing.T) {
 	}
 }
 
+// This release's worker rolled back onto the next release's schema: after an
+// additive migration it consumes and commits every event; after a breaking
+// one it consumes nothing and /readyz names the migration and why, until the
+// newer build migrates down.
+func TestWorkerRolledBackOntoTheNextSchema(t *testing.T) {
+	for _, tt := range []struct{ name, mark, why string }{
+		{"additive", "-- compat: additive\n", ""},
+		{"breaking", "-- compat: breaking: renames a column this release writes\n", "renames a column this release writes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			g := newRig(t, 2)
+			next, v := testenv.NextMigrations(t, tt.mark+"ALTER TABLE quota_ledger ADD COLUMN note VARCHAR(64) NULL;", "ALTER TABLE quota_ledger DROP COLUMN note;")
+			newer, err := migrate.OpenFS(g.db.DSN, next)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer newer.Close()
+			if _, err := newer.Up(); err != nil {
+				t.Fatal(err)
+			}
+			traffic, err := scenario.BuildTraffic(workload.Config{Seed: 23, Merchants: 8, MinAmount: 1, MaxAmount: 5, IDPrefix: "rollback-"}, 300, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := g.start(10, Options{})
+			grantAll(t, w.Worker, traffic.Merchants(), 10_000)
+			g.produce(ctx, traffic.Messages)
+			if tt.why != "" {
+				waitReadyz(t, w.Worker, http.StatusServiceUnavailable, fmt.Sprintf("schema at version %d is newer than this binary's %d and not compatible with it (migration %d: %s)", v, v-1, v, tt.why))
+				if lag, err := scenario.GroupLag(ctx, g.client(), g.group, g.topic); err != nil || lag != int64(len(traffic.Messages)) {
+					t.Fatalf("group lag %d (%v) on a breaking schema, want all %d messages", lag, err, len(traffic.Messages))
+				}
+				if err := newer.Down(1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.drain(ctx)
+			waitReadyz(t, w.Worker, http.StatusOK, `"schema":"ok"`)
+			g.checkApplied(ctx, w.Worker, traffic)
+		})
+	}
+}
+
 // A table renamed away while the worker runs (a botched manual migration)
 // fails every batch with MySQL error 1146 while MySQL answers pings: an
 // outage, not the messages' fault. Nothing is dead-lettered however often

@@ -48,8 +48,16 @@ func Open(ctx context.Context, cfg config.Config, svc *Services, m Metrics, log 
 	return New(cfg, cfg.IDGen.WorkerID, lease, svc, m, log, written)
 }
 
+// ErrReadOnly: a path built without a lease writes no ledger row.
+var ErrReadOnly = errors.New("writepath: read-only (no Snowflake worker ID leased)")
+
+type readOnly struct{}
+
+func (readOnly) NextIDs([]int64) error { return ErrReadOnly }
+
 // New builds the write path on workerID, leased by lease; written (may be
-// nil) runs after a commit that wrote balance events.
+// nil) runs after a commit that wrote balance events. Without a lease the
+// path only reads: a row it would write fails with ErrReadOnly.
 func New(cfg config.Config, workerID int, lease *idgen.Lease, svc *Services, m Metrics, log *zap.Logger, written func()) (_ *Path, err error) {
 	p := &Path{Lease: lease}
 	defer func() {
@@ -57,14 +65,18 @@ func New(cfg config.Config, workerID int, lease *idgen.Lease, svc *Services, m M
 			p.Close()
 		}
 	}()
-	gen, err := idgen.New(workerID, idgen.Options{Lease: lease, Metrics: m.IDGen})
-	if err != nil {
-		return nil, err
+	var ids ledger.IDSource = readOnly{}
+	if lease != nil {
+		gen, err := idgen.New(workerID, idgen.Options{Lease: lease, Metrics: m.IDGen})
+		if err != nil {
+			return nil, err
+		}
+		ids = idgen.Int64s{Generator: gen}
 	}
 	if p.locks, err = lock.New(svc.Redis, lock.Options{Metrics: m.Lock, Logger: log}); err != nil {
 		return nil, err
 	}
-	if p.Ledger, err = ledger.New(svc.DB, idgen.Int64s{Generator: gen}, m.Ledger, ledger.Options{Events: ledger.Events{
+	if p.Ledger, err = ledger.New(svc.DB, ids, m.Ledger, ledger.Options{Events: ledger.Events{
 		PerPayment: cfg.QuotaEvents.PerPayment, DefaultAlerts: cfg.QuotaEvents.DefaultAlerts, Written: written,
 	}}); err != nil {
 		return nil, err
