@@ -183,6 +183,8 @@ func TestHelmValuesSchema(t *testing.T) {
 		{"an admin token key that is no file name", map[string]any{"admin": map[string]any{"token": map[string]any{"key": "a/b"}}}},
 		{"a misspelt admin field", map[string]any{"admin": map[string]any{"enable": true}}},
 		{"admin enabled as a string", map[string]any{"admin": map[string]any{"enabled": "true"}}},
+		{"an unknown reconciler mode", map[string]any{"reconciler": map[string]any{"mode": "daemon"}}},
+		{"a reconciler period that is no duration", map[string]any{"reconciler": map[string]any{"every": "5 minutes"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
