@@ -10,14 +10,13 @@ import (
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/lock"
-	"github.com/quotaflow/billing/internal/writepath"
 )
 
 // DefaultLockTTL is the merchant locks' TTL of redis-per-event and pipeline.
 const DefaultLockTTL = 30 * time.Second
 
 // writePath is the worker's write path (internal/deduct wired as the worker
-// wires it: internal/lock through writepath.MerchantLocks, the deduct and
+// wires it: internal/lock through deduct.MerchantLocks, the deduct and
 // settle scripts, ledger.Commit). Per call: the merchant locks, one query for
 // events already recorded, the Lua deductions, one MySQL transaction, the
 // Lua confirms. Given single events from a shared queue it is the seed's
@@ -40,7 +39,7 @@ func (s *writePath) Setup(_ context.Context, env *Env) error {
 	if err != nil {
 		return fmt.Errorf("bench: lock client: %w", err)
 	}
-	d, err := deduct.New(env.Redis, env.Keys, writepath.MerchantLocks(locks, env.Keys, s.ttl), env.Store, env.Log, nil, deduct.Options{})
+	d, err := deduct.New(env.Redis, env.Keys, deduct.MerchantLocks(locks, env.Keys, s.ttl), env.Store, env.Log, nil, deduct.Options{})
 	if err != nil {
 		return fmt.Errorf("bench: deductor: %w", err)
 	}
