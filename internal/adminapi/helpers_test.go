@@ -26,7 +26,6 @@ import (
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
-	"github.com/quotaflow/billing/internal/writepath"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -63,7 +62,7 @@ func newRig(t testing.TB, opts adminapi.Options) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = locks.Close() })
-	if g.d, err = deduct.New(g.redis.Client, g.redis.Keys, writepath.MerchantLocks(locks, g.redis.Keys, 5*time.Second), g.store, nil, nil,
+	if g.d, err = deduct.New(g.redis.Client, g.redis.Keys, deduct.MerchantLocks(locks, g.redis.Keys, 5*time.Second), g.store, nil, nil,
 		deduct.Options{Shards: shard.NewCache(shard.NewStore(g.db.SQL), 0, nil)}); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,6 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/quota"
-	"github.com/quotaflow/billing/internal/writepath"
 )
 
 const openAPIPath = "../../api/openapi.yaml"
@@ -224,7 +223,7 @@ func brokenAPI(t *testing.T, tokenPath string) *adminapi.API {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = locks.Close() })
-	d, err := deduct.New(rdb, keys, writepath.MerchantLocks(locks, keys, time.Second), store, nil, nil, deduct.Options{})
+	d, err := deduct.New(rdb, keys, deduct.MerchantLocks(locks, keys, time.Second), store, nil, nil, deduct.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,40 +11,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/quotaflow/billing/internal/event"
-	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 )
-
-// clientLocker is the production lock (internal/lock) as the worker wires it
-// (writepath.MerchantLocks): one Wait for a batch's merchants.
-type clientLocker struct {
-	c    *lock.Client
-	keys keyspace.Keyspace
-	ttl  time.Duration
-}
-
-func (cl clientLocker) Acquire(ctx context.Context, merchantIDs []string) (Held, error) {
-	keys := make([]string, len(merchantIDs))
-	for i, m := range merchantIDs {
-		keys[i] = cl.keys.Lock(m)
-	}
-	l, err := cl.c.Wait(ctx, keys, cl.ttl)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-func newClientLocker(t *testing.T, e *env, ttl time.Duration) clientLocker {
-	t.Helper()
-	c, err := lock.New(e.redis.Client, lock.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return clientLocker{c: c, keys: e.redis.Keys, ttl: ttl}
-}
 
 // Workers whose batches share merchants, and grants to those merchants, take
 // their locks through internal/lock: no deadlock, no lost or double deduction,
@@ -55,7 +24,7 @@ func TestApplyWithProductionLocks(t *testing.T) {
 	for i := range merchants {
 		e.grant(fmt.Sprintf("m-%d", i), 1_000_000)
 	}
-	locks := newClientLocker(t, e, 30*time.Second)
+	locks := newTestLocker(t, e.redis.Client, e.redis.Keys, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
@@ -134,7 +103,7 @@ func TestBatchLockLossCancelsBatch(t *testing.T) {
 		e.grant(m, 100)
 	}
 	const ttl = 600 * time.Millisecond
-	d, err := New(e.redis.Client, e.redis.Keys, newClientLocker(t, e, ttl), e.store, nil, nil, Options{})
+	d, err := New(e.redis.Client, e.redis.Keys, newTestLocker(t, e.redis.Client, e.redis.Keys, ttl), e.store, nil, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // message's fault, so an outage: never dead-lettered.
 var ErrLockLost = failure.Outage(errors.New("deduct: merchant lock lost"))
 
-// Locker takes shard locks (writepath.MerchantLocks, on internal/lock).
+// Locker takes shard locks (deduct.MerchantLocks, on internal/lock).
 type Locker interface {
 	// Acquire takes the locks of tags (distinct; shard.Tag: the merchant id
 	// of an unsharded merchant), all or none, waiting while others hold some,

@@ -42,7 +42,7 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, redis: testenv.NewRedis(t), mysql: testenv.NewMySQL(t), ids: &counterIDs{}}
-	e.locker = newTestLocker(e.redis.Client, e.redis.Keys, 30*time.Second)
+	e.locker = newTestLocker(t, e.redis.Client, e.redis.Keys, 30*time.Second)
 	e.store = e.newStore()
 	e.d = e.newDeductor()
 	return e

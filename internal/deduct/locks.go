@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/tracing"
 )
 
@@ -54,4 +57,28 @@ func (d *Deductor) release(ctx context.Context, locks Held) {
 	if err := locks.Release(rctx); err != nil {
 		d.log.Warn("release merchant locks", zap.Strings("keys", locks.Keys()), zap.Error(err))
 	}
+}
+
+// MerchantLocks is the Locker of the worker: a batch's shard locks, taken
+// together by one lock.Client.Wait, whose Context ends when any of them is lost.
+func MerchantLocks(client *lock.Client, keys keyspace.Keyspace, ttl time.Duration) Locker {
+	return merchantLocks{client: client, keys: keys, ttl: ttl}
+}
+
+type merchantLocks struct {
+	client *lock.Client
+	keys   keyspace.Keyspace
+	ttl    time.Duration
+}
+
+func (m merchantLocks) Acquire(ctx context.Context, tags []string) (Held, error) {
+	keys := make([]string, len(tags))
+	for i, tag := range tags {
+		keys[i] = m.keys.Lock(tag)
+	}
+	l, err := m.client.Wait(ctx, keys, m.ttl)
+	if err != nil {
+		return nil, err // not l: a nil *lock.Lock is a non-nil Held
+	}
+	return l, nil
 }

@@ -75,7 +75,7 @@ func TestBrokerErrorStorm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dup += s.outcome("duplicate")
+		dup += outcome(s, "duplicate")
 		retries += s.Sum("billing_retries_total")
 	}
 	t.Logf("drained %d messages; duplicate outcomes %.0f, consumer retries %.0f", len(load.produced()), dup, retries)

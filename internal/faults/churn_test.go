@@ -45,7 +45,7 @@ func TestChurnThreeWorkers(t *testing.T) {
 	duplicates := func() float64 {
 		var d float64
 		for _, p := range procs {
-			d += p.Total(ctx).outcome("duplicate")
+			d += outcome(p.Total(ctx), "duplicate")
 		}
 		return d
 	}

@@ -35,14 +35,13 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/quotaflow/billing/internal/testenv"
+	"github.com/quotaflow/billing/internal/workerproc"
 )
 
 var (
@@ -89,17 +88,16 @@ func runMain(m *testing.M) int {
 // buildWorker builds the real billing-worker binary (without -race: three of
 // them under the race detector would not fit on a small CI machine).
 func buildWorker(dir string) (string, error) {
-	bin := filepath.Join(dir, "billing-worker")
-	args := []string{"build", "-o", bin}
+	var flags []string
 	if *unfencedFlag != "" {
-		args = append(args, unfencedArgs(*unfencedFlag)...)
+		flags = unfencedArgs(*unfencedFlag)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, testenv.GoTool(), append(args, "github.com/quotaflow/billing/cmd/billing-worker")...).CombinedOutput()
+	bin, err := workerproc.Build(ctx, testenv.GoTool(), dir, flags...)
 	if err != nil {
-		return "", fmt.Errorf("build billing-worker: %w\n%s", err, out)
+		return "", err
 	}
 	fmt.Fprintf(os.Stderr, "faults: built billing-worker in %v\n", time.Since(start).Round(time.Millisecond))
 	return bin, nil

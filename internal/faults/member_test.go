@@ -14,6 +14,7 @@ import (
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/metrics"
 	"github.com/quotaflow/billing/internal/worker"
+	"github.com/quotaflow/billing/internal/workerproc"
 )
 
 // member is a worker in the test process (worker.New, the wiring of the
@@ -24,7 +25,7 @@ type member struct {
 	t    *testing.T
 	name string
 	w    *worker.Worker
-	logs *lockedBuffer
+	logs *workerproc.Output
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -42,7 +43,7 @@ func (g *rig) startMember(id int, override map[string]string) *member {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	m := &member{t: g.t, name: fmt.Sprintf("member-%d", id), logs: &lockedBuffer{}, done: make(chan error, 1)}
+	m := &member{t: g.t, name: fmt.Sprintf("member-%d", id), logs: &workerproc.Output{}, done: make(chan error, 1)}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(m.logs), zap.InfoLevel)
 	log := zap.New(core).With(zap.String("worker", m.name))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -85,7 +86,7 @@ func (m *member) Stop() {
 
 // Scrape reads the worker's /metrics.
 func (m *member) Scrape(ctx context.Context) (samples, error) {
-	return scrape(ctx, m.w.HTTPAddr.String())
+	return workerproc.Scrape(ctx, m.w.HTTPAddr.String())
 }
 
 // Logs is everything the worker logged.

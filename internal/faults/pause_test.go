@@ -125,7 +125,7 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 	am, bm := a.Total(ctx), b.Total(ctx)
 	t.Logf("drained; the thawed worker: %.0f fenced script call(s) refused, lock lost in %.0f batch(es), %.0f batch failure(s); the group re-processed %.0f duplicate(s); dead letters published: %s %.0f, %s %.0f",
 		am.Sum(fencedMetric), am.Sum("billing_deduct_lock_lost_total"), am.Sum("billing_deduct_batch_failures_total"),
-		am.outcome("duplicate")+bm.outcome("duplicate"), a.name, am.Sum("billing_dlq_published_total"), b.name, bm.Sum("billing_dlq_published_total"))
+		outcome(am, "duplicate")+outcome(bm, "duplicate"), a.name, am.Sum("billing_dlq_published_total"), b.name, bm.Sum("billing_dlq_published_total"))
 	p.expect("fence", size(2, 6))
 	p.expect("pause", 1)
 	a.Stop()
@@ -216,7 +216,7 @@ func (g *rig) fenceRound(ctx context.Context, w *proc, sql *testenv.Proxy, next 
 	refused := map[string]float64{}
 	for _, s := range fencedScripts {
 		key := fmt.Sprintf("%s{script=%q}", fencedMetric, s)
-		if n := after.Get(key) - before.Get(key); n > 0 {
+		if n := after[key] - before[key]; n > 0 {
 			refused[s] = n
 		}
 	}

@@ -1,20 +1,19 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"os/exec"
-	"sort"
-	"strings"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/quotaflow/billing/internal/testenv"
+	"github.com/quotaflow/billing/internal/workerproc"
 )
 
 // proc is one billing-worker process slot: the real binary, started, killed
@@ -28,11 +27,9 @@ type proc struct {
 	env  map[string]string
 
 	mu    sync.Mutex
-	cmd   *exec.Cmd
-	exit  *exited // of the current incarnation
-	addr  string  // HTTP_ADDR of the current incarnation
+	cur   *workerproc.Proc // the current incarnation
 	runs  int
-	logs  lockedBuffer
+	logs  workerproc.Output
 	final samples // the last scrape of every earlier incarnation, summed
 }
 
@@ -57,40 +54,21 @@ func (p *proc) Start() {
 	p.t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil {
+	if p.cur != nil {
 		p.t.Fatalf("%s: Start while running", p.name)
 	}
 	p.runs++
-	p.addr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(p.t))
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "HTTP_ADDR=" + p.addr}
-	keys := make([]string, 0, len(p.env))
-	for k := range p.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(p.t))
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for _, k := range slices.Sorted(maps.Keys(p.env)) {
 		env = append(env, k+"="+p.env[k])
 	}
-	cmd := exec.CommandContext(p.ctx, workerBinary)
-	cmd.Env = env
-	fmt.Fprintf(&p.logs, "=== %s incarnation %d on %s ===\n", p.name, p.runs, p.addr)
-	cmd.Stdout, cmd.Stderr = &p.logs, &p.logs
-	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("%s: start: %v", p.name, err)
+	fmt.Fprintf(&p.logs, "=== %s incarnation %d on %s ===\n", p.name, p.runs, addr)
+	cur, err := workerproc.Start(p.ctx, workerBinary, addr, env, &p.logs)
+	if err != nil {
+		p.t.Fatalf("%s: %v", p.name, err)
 	}
-	exit := &exited{done: make(chan struct{})}
-	go func() {
-		exit.err = cmd.Wait()
-		fmt.Fprintf(&p.logs, "=== %s incarnation exited: %v ===\n", p.name, exit.err)
-		close(exit.done)
-	}()
-	p.cmd, p.exit = cmd, exit
-}
-
-// exited is how an incarnation ended; err is set before done is closed.
-type exited struct {
-	done chan struct{}
-	err  error
+	p.cur = cur
 }
 
 // Kill ends the incarnation with SIGKILL (kill -9) and waits for it: no
@@ -103,29 +81,21 @@ func (p *proc) Stop() { p.end(syscall.SIGTERM) }
 
 func (p *proc) end(sig syscall.Signal) {
 	p.mu.Lock()
-	cmd, exit := p.cmd, p.exit
-	p.cmd = nil
+	cur := p.cur
+	p.cur = nil
 	p.mu.Unlock()
-	if cmd == nil {
+	if cur == nil {
 		return
 	}
-	select {
-	case <-exit.done:
-		p.t.Errorf("%s had exited by itself: %v", p.name, exit.err)
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process must run to die of SIGTERM
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-exit.done:
-		if sig == syscall.SIGTERM && exit.err != nil {
-			p.t.Errorf("%s did not shut down cleanly on SIGTERM: %v", p.name, exit.err)
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exit.done
-		p.t.Errorf("%s did not exit within 30s of %v", p.name, sig)
+	err := cur.End(sig, 30*time.Second)
+	fmt.Fprintf(&p.logs, "=== %s incarnation ended by %v: %v ===\n", p.name, sig, err)
+	switch {
+	case errors.Is(err, workerproc.ErrExited):
+		p.t.Errorf("%s had exited by itself: %v", p.name, err)
+	case errors.Is(err, workerproc.ErrTimeout):
+		p.t.Errorf("%s: %v", p.name, err)
+	case sig == syscall.SIGTERM && err != nil:
+		p.t.Errorf("%s did not shut down cleanly on SIGTERM: %v", p.name, err)
 	}
 }
 
@@ -138,8 +108,8 @@ func (p *proc) Resume() { p.signal(syscall.SIGCONT) }
 func (p *proc) signal(sig syscall.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil {
-		_ = p.cmd.Process.Signal(sig)
+	if p.cur != nil {
+		p.cur.Signal(sig)
 	}
 }
 
@@ -147,18 +117,21 @@ func (p *proc) signal(sig syscall.Signal) {
 func (p *proc) Running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd != nil
+	return p.cur != nil
 }
 
 // Addr is the ops HTTP address of the current incarnation.
 func (p *proc) Addr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.addr
+	if p.cur == nil {
+		return ""
+	}
+	return p.cur.Addr
 }
 
 // Scrape reads the current incarnation's /metrics.
-func (p *proc) Scrape(ctx context.Context) (samples, error) { return scrape(ctx, p.Addr()) }
+func (p *proc) Scrape(ctx context.Context) (samples, error) { return workerproc.Scrape(ctx, p.Addr()) }
 
 // ScrapeAndKill scrapes the incarnation's counters and then kills it; the
 // scrape is kept, so Total sees what the dead incarnation did.
@@ -167,7 +140,7 @@ func (p *proc) ScrapeAndKill(ctx context.Context) samples {
 	m := p.mustScrape(ctx)
 	p.Kill()
 	p.mu.Lock()
-	p.final.add(m)
+	p.final.Add(m)
 	p.mu.Unlock()
 	return m
 }
@@ -178,10 +151,10 @@ func (p *proc) Total(ctx context.Context) samples {
 	p.t.Helper()
 	p.mu.Lock()
 	total := samples{}
-	total.add(p.final)
+	total.Add(p.final)
 	p.mu.Unlock()
 	if p.Running() {
-		total.add(p.mustScrape(ctx))
+		total.Add(p.mustScrape(ctx))
 	}
 	return total
 }
@@ -204,36 +177,8 @@ func (p *proc) mustScrape(ctx context.Context) samples {
 
 // WaitHTTP waits until the incarnation serves /healthz.
 func (p *proc) WaitHTTP(ctx context.Context) error {
-	return waitOK(ctx, "http://"+p.Addr()+"/healthz", 30*time.Second)
+	return workerproc.WaitOK(ctx, "http://"+p.Addr()+"/healthz", 30*time.Second)
 }
 
 // Logs is everything the process slot wrote.
 func (p *proc) Logs() string { return p.logs.String() }
-
-// lockedBuffer is a bytes.Buffer safe for a writer and readers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = append([]string{fmt.Sprintf("... %d earlier lines", len(lines)-n)}, lines[len(lines)-n:]...)
-	}
-	return strings.Join(lines, "\n")
-}
-
-var errNotReady = errors.New("faults: endpoint not ready")

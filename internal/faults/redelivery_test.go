@@ -98,7 +98,7 @@ func (g *rig) outcomes(ctx context.Context, members []*member) map[string]float6
 			g.t.Fatal(err)
 		}
 		for _, o := range []string{"applied", "duplicate", "insufficient", "unknown_merchant", "conflict"} {
-			out[o] += s.outcome(o)
+			out[o] += outcome(s, o)
 		}
 	}
 	return out

@@ -21,7 +21,6 @@ import (
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
-	"github.com/quotaflow/billing/internal/writepath"
 )
 
 // Timings of every scenario: short enough that a lost lock, a lapsed lease and
@@ -158,7 +157,7 @@ func (g *rig) newGranter() *deduct.Deductor {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	d, err := deduct.New(g.rdb, g.keys, writepath.MerchantLocks(locks, g.keys, lockTTL), store, zap.NewNop(), nil,
+	d, err := deduct.New(g.rdb, g.keys, deduct.MerchantLocks(locks, g.keys, lockTTL), store, zap.NewNop(), nil,
 		deduct.Options{Shards: shard.NewCache(shard.NewStore(g.db.SQL), 0, nil)})
 	if err != nil {
 		g.t.Fatal(err)

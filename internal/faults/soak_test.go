@@ -101,8 +101,8 @@ func TestSoak(t *testing.T) {
 func thirds(s []samples, key string) (first, last float64) {
 	n := max(1, len(s)/3)
 	for i := range n {
-		first += s[i].Get(key)
-		last += s[len(s)-1-i].Get(key)
+		first += s[i][key]
+		last += s[len(s)-1-i][key]
 	}
 	return first / float64(n), last / float64(n)
 }
@@ -119,8 +119,8 @@ func soakTable(procs []*proc, at []time.Duration, series [][]samples) string {
 		fmt.Fprintf(&b, "%6.0fs", at[j].Seconds())
 		for i := range procs {
 			m := series[i][j]
-			fmt.Fprintf(&b, " | %12.0f %8.1f %7.1f", m.Get("go_goroutines"),
-				m.Get("go_memstats_heap_inuse_bytes")/(1<<20), m.Get("process_resident_memory_bytes")/(1<<20))
+			fmt.Fprintf(&b, " | %12.0f %8.1f %7.1f", m["go_goroutines"],
+				m["go_memstats_heap_inuse_bytes"]/(1<<20), m["process_resident_memory_bytes"]/(1<<20))
 		}
 		b.WriteString("\n")
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/testenv"
-	"github.com/quotaflow/billing/internal/writepath"
 )
 
 // env is a real Redis prefix and a real migrated database of the test's own.
@@ -290,7 +289,7 @@ func (e *env) deductor(opts deduct.Options) *deduct.Deductor {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	d, err := deduct.New(e.redis.Client, e.redis.Keys, writepath.MerchantLocks(e.locks, e.redis.Keys, 10*time.Second), store, nil, nil, opts)
+	d, err := deduct.New(e.redis.Client, e.redis.Keys, deduct.MerchantLocks(e.locks, e.redis.Keys, 10*time.Second), store, nil, nil, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func New(cfg config.Config, workerID int, lease *idgen.Lease, svc *Services, m M
 		return nil, err
 	}
 	p.Shards = shard.NewCache(shard.NewStore(svc.SQL), shardRefresh, log)
-	locks := MerchantLocks(p.locks, svc.Keys, cfg.LockTTL)
+	locks := deduct.MerchantLocks(p.locks, svc.Keys, cfg.LockTTL)
 	if p.Deductor, err = deduct.New(svc.Redis, svc.Keys, locks, p.Ledger, log, m.Deduct, deduct.Options{Shards: p.Shards}); err != nil {
 		return nil, err
 	}

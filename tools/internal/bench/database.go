@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	gormmysql "gorm.io/driver/mysql"
@@ -50,65 +49,48 @@ func databaseName(strategy, run string) string {
 	return name
 }
 
-// database is one strategy's fresh, migrated database.
-type database struct {
-	db   *sql.DB
-	gorm *gorm.DB
-}
-
 // openDatabase creates and migrates name and opens a pool of poolSize
-// connections with client-side placeholder interpolation (one round trip per
-// statement instead of prepare, execute and close).
+// connections; Close closes the pool.
 func openDatabase(ctx context.Context, admin *sql.DB, adminDSN, name string, poolSize int) (*database, error) {
 	dsn, err := scenario.CreateDatabase(ctx, admin, adminDSN, name)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("bench: MySQL DSN: %w", err)
-	}
-	cfg.InterpolateParams = true
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bench: open %s: %w", name, err)
 	}
 	db.SetMaxOpenConns(poolSize)
 	db.SetMaxIdleConns(poolSize)
-	db.SetConnMaxLifetime(10 * time.Minute)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("bench: connect %s: %w", name, err)
-	}
-	g, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: db}), &gorm.Config{
-		Logger: logger.Discard, SkipDefaultTransaction: true,
-	})
+	g, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: db}), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("bench: gorm on %s: %w", name, err)
 	}
-	return &database{db: db, gorm: g}, nil
+	return &database{DB: g, pool: db}, nil
 }
 
-const grantChunk = 500
+type database struct {
+	*gorm.DB
+	pool *sql.DB
+}
 
-// grant gives every merchant a balance row credited with quota and the
-// matching credit ledger row, as billingctl quota grant would.
-func grant(ctx context.Context, db *gorm.DB, ids ledger.IDSource, merchants []string, quota int64, at time.Time) error {
-	balances := make([]ledger.Balance, len(merchants))
-	rows := make([]ledger.Row, len(merchants))
-	first := int64(1)
+func (d *database) Close() error { return d.pool.Close() }
+
+// grant credits every merchant with quota, as billingctl quota grant would.
+func grant(ctx context.Context, store *ledger.Store, merchants []string, quota int64) error {
+	credits := make([]ledger.Credit, len(merchants))
 	for i, m := range merchants {
-		balances[i] = ledger.Balance{MerchantID: m, Credited: quota, Seq: first, LowBase: quota}
-		rows[i] = ledger.Row{EventID: "grant-" + m, MerchantID: m, Kind: ledger.KindCredit, Amount: quota,
-			BalanceAfter: &quota, Reason: ledger.ReasonGrant, Seq: &first, OccurredAt: at}
+		credits[i] = ledger.Credit{ID: "grant-" + m, MerchantID: m, Amount: quota, Priority: ledger.DefaultPriority}
 	}
-	db = db.WithContext(ctx)
-	if err := db.CreateInBatches(balances, grantChunk).Error; err != nil {
+	out, err := store.Grant(ctx, credits)
+	if err != nil {
 		return fmt.Errorf("bench: grant quota: %w", err)
 	}
-	if err := ledger.WithIDs(db, ids).CreateInBatches(rows, grantChunk).Error; err != nil {
-		return fmt.Errorf("bench: grant quota: %w", err)
+	for _, c := range out {
+		if c.Err != nil {
+			return fmt.Errorf("bench: grant quota: %w", c.Err)
+		}
 	}
 	return nil
 }

@@ -24,11 +24,11 @@ func NewStrategy(name string, lockTTL time.Duration) (Strategy, error) {
 	}
 	switch name {
 	case NameRowLock:
-		return &RowLock{}, nil
+		return &rowLock{}, nil
 	case NameRedisPerEvent:
-		return newRedisPerEvent(lockTTL), nil
+		return &writePath{ttl: lockTTL}, nil
 	case NamePipeline:
-		return &Pipeline{ttl: lockTTL}, nil
+		return &writePath{batched: true, ttl: lockTTL}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown strategy %q (known: %s)", name, strings.Join(StrategyNames(), ", "))
 }

@@ -2,73 +2,53 @@ package bench
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
-// RowLock is the original design's "before": one MySQL transaction per event that locks
-// the merchant's balance row (SELECT ... FOR UPDATE), checks it, moves it and
-// writes the ledger row. Every event of a merchant waits for the previous
-// one's commit, holding a connection while it waits.
-type RowLock struct {
-	env     *Env
+// rowLock is the seed's "before": MySQL alone, one ledger.Commit (one
+// transaction) per event. Its balance UPDATE locks the merchant's row behind
+// the overdraft guard, so every event of a merchant waits for the previous
+// one's commit, holding a connection while it waits; a debit the guard
+// refuses is committed again as a rejection.
+type rowLock struct {
+	store   *ledger.Store
 	retries atomic.Int64
 }
 
-// Batched implements Strategy: one event per call.
-func (s *RowLock) Batched() bool { return false }
+func (s *rowLock) Batched() bool       { return false }
+func (s *rowLock) RedisBalances() bool { return false }
+func (s *rowLock) Close() error        { return nil }
 
-// RedisBalances implements Strategy: the balances are MySQL's only.
-func (s *RowLock) RedisBalances() bool { return false }
-
-// Setup implements Strategy.
-func (s *RowLock) Setup(_ context.Context, env *Env) error {
-	s.env = env
+func (s *rowLock) Setup(_ context.Context, env *Env) error {
+	s.store = env.Store
 	return nil
 }
 
-// Close implements Strategy.
-func (s *RowLock) Close() error { return nil }
-
-// Counters implements Strategy.
-func (s *RowLock) Counters() map[string]int64 {
+func (s *rowLock) Counters() map[string]int64 {
 	return map[string]int64{"tx_retries": s.retries.Load()}
 }
 
-// Apply implements Strategy.
-func (s *RowLock) Apply(ctx context.Context, batch []event.PaymentSucceeded) error {
+func (s *rowLock) Apply(ctx context.Context, batch []event.PaymentSucceeded) error {
 	for _, e := range batch {
-		if err := inTx(ctx, s.env.DB, &s.retries, func(tx *sql.Tx) error { return s.applyOne(ctx, tx, e) }); err != nil {
+		err := s.commit(ctx, e, ledger.KindDebit, ledger.ReasonPayment)
+		if errors.Is(err, ledger.ErrGuard) {
+			err = s.commit(ctx, e, ledger.KindRejected, ledger.ReasonInsufficient)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *RowLock) applyOne(ctx context.Context, tx *sql.Tx, e event.PaymentSucceeded) error {
-	var credited, debited int64
-	err := tx.QueryRowContext(ctx,
-		"SELECT credited, debited FROM merchant_balance WHERE merchant_id = ? FOR UPDATE", e.MerchantID).
-		Scan(&credited, &debited)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return insertLedger(ctx, tx, s.env.IDs, e, ledger.KindRejected, ledger.ReasonUnknownMerchant, -1, 0)
-	case err != nil:
-		return fmt.Errorf("bench: lock balance of %s: %w", e.MerchantID, err)
-	}
-	remain := credited - debited
-	kind, reason, debit := ledger.KindDebit, ledger.ReasonPayment, e.Amount
-	if remain < e.Amount {
-		kind, reason, debit = ledger.KindRejected, ledger.ReasonInsufficient, 0
-	}
-	seq, _, err := nextSeq(ctx, tx, e.MerchantID, debit, "")
-	if err != nil {
-		return err
-	}
-	return insertLedger(ctx, tx, s.env.IDs, e, kind, reason, remain-debit, seq)
+func (s *rowLock) commit(ctx context.Context, e event.PaymentSucceeded, kind ledger.Kind, reason string) error {
+	row := ledger.Row{EventID: e.EventID, MerchantID: e.MerchantID, Kind: kind, Amount: e.Amount, Reason: reason,
+		PaymentID: e.PaymentID, Source: string(e.Source), OccurredAt: e.OccurredAt.UTC()}
+	return ledger.RetryDeadlocks(ctx, func() { s.retries.Add(1) }, func() error {
+		return s.store.Commit(ctx, []ledger.Row{row})
+	})
 }

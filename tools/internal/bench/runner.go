@@ -15,6 +15,7 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/workload"
 )
@@ -106,13 +107,18 @@ func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err 
 	if err != nil {
 		return err
 	}
-	defer db.db.Close()
-	if err := grant(ctx, db.gorm, ids, workload.MerchantIDs(r.cfg.Merchants), r.cfg.Quota, time.Now()); err != nil {
+	defer db.Close()
+	store, err := ledger.New(db.DB, ids, nil, ledger.Options{})
+	if err != nil {
+		return fmt.Errorf("bench: ledger: %w", err)
+	}
+	defer store.Close()
+	if err := grant(ctx, store, workload.MerchantIDs(r.cfg.Merchants), r.cfg.Quota); err != nil {
 		return err
 	}
-	env := &Env{DB: db.db, GORM: db.gorm, Redis: r.rdb, Keys: keys, IDs: ids, Log: r.log}
+	env := &Env{GORM: db.DB, Store: store, Redis: r.rdb, Keys: keys, Log: r.log}
 	if err := s.Setup(ctx, env); err != nil {
-		return fmt.Errorf("bench: set up %s: %w", name, err)
+		return errors.Join(fmt.Errorf("bench: set up %s: %w", name, err), s.Close())
 	}
 	r.log.Info("strategy running", zap.String("database", res.Database), zap.Int("events", len(r.events)),
 		zap.Int("callers", r.cfg.Callers))

@@ -2,9 +2,12 @@
 // workload, run through interchangeable strategies against the same MariaDB
 // and Redis, each on a fresh database, with N concurrent callers.
 //
-// Per-event strategies (the row lock "before", the Redis lock + Lua "after"
-// of the original design write-up, see the README) get batches of one event from a shared queue, so
-// callers race for a hot merchant as independent requests would. Batched
+// Every strategy runs the project's own code: the ledger's Commit alone (the
+// row lock "before" of the original design write-up), or the worker's write
+// path (internal/deduct with internal/lock) fed single events (the Redis lock
+// + Lua "after") or lane batches (the pipeline). Per-event strategies get
+// batches of one event from a shared queue, so callers race for a hot
+// merchant as independent requests would. Batched
 // strategies get lane batches: events partitioned by merchant over the
 // callers (one merchant in one caller, in order), as the consumer's lanes
 // would hand them out.
@@ -17,7 +20,6 @@ package bench
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -51,12 +53,11 @@ type Strategy interface {
 }
 
 // Env is what a strategy runs against: a database of its own (migrated,
-// merchants granted), Redis under a key prefix of its own, and an ID source.
+// merchants granted) and its ledger, Redis under a key prefix of its own.
 type Env struct {
-	DB    *sql.DB  // the strategy's database (placeholders interpolated client-side)
-	GORM  *gorm.DB // the same pool through GORM, for packages that want it
+	GORM  *gorm.DB
+	Store *ledger.Store
 	Redis redis.UniversalClient
 	Keys  keyspace.Keyspace // the strategy's own key prefix
-	IDs   ledger.IDSource   // ledger primary keys
 	Log   *zap.Logger
 }

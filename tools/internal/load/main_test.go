@@ -1,14 +1,16 @@
 package load
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/quotaflow/billing/internal/testenv"
+	"github.com/quotaflow/billing/internal/workerproc"
 )
 
 func TestMain(m *testing.M) {
@@ -40,15 +42,11 @@ func workerBinary(t *testing.T) string {
 		if worker.dir, worker.err = os.MkdirTemp("", "load-worker-"); worker.err != nil {
 			return
 		}
-		worker.bin = filepath.Join(worker.dir, "billing-worker")
-		args := []string{"build", "-o", worker.bin}
+		var flags []string
 		if raceEnabled {
-			args = append(args, "-race")
+			flags = append(flags, "-race")
 		}
-		out, err := exec.Command("go", append(args, "github.com/quotaflow/billing/cmd/billing-worker")...).CombinedOutput()
-		if err != nil {
-			worker.err = fmt.Errorf("go build billing-worker: %w\n%s", err, out)
-		}
+		worker.bin, worker.err = workerproc.Build(context.Background(), testenv.GoTool(), worker.dir, flags...)
 	})
 	if worker.err != nil {
 		t.Fatal(worker.err)

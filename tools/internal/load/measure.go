@@ -79,7 +79,7 @@ func (m *meter) readAll(into func(*metered) *time.Duration) {
 }
 
 func (m *meter) addWorker(w *workerProc) {
-	m.procs = append(m.procs, &metered{name: fmt.Sprintf("worker-%d", w.id), pid: w.pid()})
+	m.procs = append(m.procs, &metered{name: fmt.Sprintf("worker-%d", w.id), pid: w.Pid()})
 }
 
 // read takes the end readings, while every process still runs.
@@ -175,12 +175,12 @@ func startSampler(ctx context.Context, workers []*workerProc, start time.Time, e
 
 func (s *sampler) sample(ctx context.Context) {
 	for i, w := range s.workers {
-		bytes, err := rss(procRoot, w.pid())
+		bytes, err := rss(procRoot, w.Pid())
 		if err != nil {
 			continue // exited: the run reports that
 		}
 		smp := Sample{AtS: time.Since(s.start).Seconds(), RSSMiB: mib(float64(bytes))}
-		if m, err := w.scrape(ctx); err == nil { // not yet listening: RSS only
+		if m, err := scrape(ctx, w.Addr); err == nil { // not yet listening: RSS only
 			smp.HeapMiB, smp.Goroutines = mib(m.heapBytes), m.goroutines
 			smp.Batches, smp.BatchEvents, smp.tx, smp.retries = m.batches, m.batchEvents, m.tx, m.retries
 		}

@@ -34,7 +34,7 @@ func TestScrapeReadsTheWorkersExposition(t *testing.T) {
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 
-	got, err := (&workerProc{httpAddr: srv.Listener.Addr().String()}).scrape(context.Background())
+	got, err := scrape(context.Background(), srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

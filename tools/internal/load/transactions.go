@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sort"
 
-	dto "github.com/prometheus/client_model/go"
+	"github.com/quotaflow/billing/internal/workerproc"
 )
 
 // LedgerTx is the workers' ledger transactions after a paced run's warm-up,
@@ -58,9 +58,8 @@ func ledgerRetries(mem []Memory) int64 {
 	return int64(sum)
 }
 
-// bucket is one bucket of a classic histogram: Count observations were at
-// most UpperBound.
-type bucket struct{ UpperBound, Count float64 }
+// bucket is one bucket of a classic histogram.
+type bucket = workerproc.Bucket
 
 // quantile is the q-quantile (0..1) of cumulative buckets (ascending bounds,
 // +Inf last) as PromQL's histogram_quantile reads it: linear within the bucket
@@ -83,18 +82,6 @@ func quantile(q float64, b []bucket) float64 {
 		start, count, rank = b[i-1].UpperBound, count-b[i-1].Count, rank-b[i-1].Count
 	}
 	return start + (b[i].UpperBound-start)*(rank/count)
-}
-
-// cumulative is a classic histogram's buckets as histogram_quantile reads
-// them: cumulative counts by upper bound, +Inf (every observation) last.
-func cumulative(h *dto.Histogram) []bucket {
-	out := make([]bucket, 0, len(h.GetBucket())+1)
-	for _, b := range h.GetBucket() {
-		if !math.IsInf(b.GetUpperBound(), +1) {
-			out = append(out, bucket{UpperBound: b.GetUpperBound(), Count: float64(b.GetCumulativeCount())})
-		}
-	}
-	return append(out, bucket{UpperBound: math.Inf(+1), Count: float64(h.GetSampleCount())})
 }
 
 // addBuckets adds b's counts to a's (one binary: the same bounds); a nil a is b.
