@@ -10,6 +10,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/logging"
 )
@@ -36,6 +39,11 @@ const exitUnknown = 3
 var errUnknownMerchant = errors.New("merchant unknown to billing (no merchant_balance row)")
 
 func main() {
+	// go-redis and the MySQL driver log process-wide: through zap, warnings only.
+	if log, err := logging.Build(logging.Options{Level: "warn", Format: os.Getenv("LOG_FORMAT")}); err == nil {
+		redis.SetLogger(logging.Redis(log))
+		_ = mysql.SetLogger(logging.MySQLDriver(log))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
