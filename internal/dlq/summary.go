@@ -16,6 +16,7 @@ type Summary struct {
 	Total      int            `json:"total"`      // messages, readable or not
 	Copies     int            `json:"copies"`     // records beyond the first of their message, not counted elsewhere
 	Unreadable int            `json:"unreadable"` // messages without dead-letter headers
+	Resolved   int            `json:"resolved"`   // messages an operator marked resolved, not counted elsewhere
 	Replayed   int            `json:"replayed"`   // records of payloads that were replayed before (replay count > 0)
 	ByClass    map[Class]int  `json:"by_class"`
 	ByTopic    map[string]int `json:"by_original_topic"`
@@ -46,40 +47,48 @@ func (s *Summary) add(e Entry) {
 	}
 }
 
-// Summarize reads topic twice: to count each message's copies, then to count
-// the messages f selects and hand each (its first record, Copies set) to
-// each, if set. The filter is the one Replay takes, so a listing shows exactly
-// what a replay with the same filter would consider.
+// Summarize reads topic twice: to group each message's records (copies,
+// replays of it that failed again, resolution marks), then to count the
+// unresolved messages f selects and hand each (its first record, Copies set,
+// ReplayCount its latest copy's) to each, if set. The filter is the one
+// Replay takes, so a listing shows exactly what a replay with the same filter
+// would consider.
 func (c *Client) Summarize(ctx context.Context, topic string, f Filter, each func(Entry) error) (*Summary, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	ranges, err := c.watermarks(ctx, topic)
+	all, err := c.watermarks(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	ranges = f.narrow(ranges)
-	copies := map[string]int{}
-	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
-		copies[identity(FromMessage(m))]++
-		return nil
-	})
+	gs, err := c.groups(ctx, topic, all)
 	if err != nil {
 		return nil, err
 	}
+	ranges := f.narrow(all)
 	s := &Summary{Topic: topic, Selection: f.key(), Partitions: ranges, ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{}}
+	listed := map[string]bool{}
 	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
-		e := inspect(m)
-		id := identity(e.Record, e.Err)
-		n, counted := copies[id]
-		if counted && n == 0 { // its first record was listed
-			s.Copies++
+		if isMark(m) {
 			return nil
 		}
-		e.Copies, copies[id] = max(n, 1), 0
+		e := inspect(m)
+		id := identity(e.Record, e.Err)
+		g := gs[id]
+		e.Copies, e.ReplayCount = g.copies, g.replays
 		if !f.match(e) {
 			return nil
 		}
+		switch {
+		case listed[id]:
+			s.Copies++
+			return nil
+		case g.resolved:
+			s.Resolved++
+			listed[id] = true
+			return nil
+		}
+		listed[id] = true
 		s.add(e)
 		if each != nil {
 			return each(e)
