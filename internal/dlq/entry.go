@@ -31,6 +31,9 @@ type Entry struct {
 	Err error `json:"-"`
 	// Copies is how many records of the topic carry this message (Summarize).
 	Copies int `json:"copies"`
+	// Resolved: an operator marked the message resolved (Trail; Summarize
+	// and Replay leave such messages out).
+	Resolved bool `json:"resolved"`
 }
 
 func inspect(m kafka.Message) Entry {
