@@ -50,7 +50,7 @@ func (v EventView) Known() bool {
 type EventRow struct {
 	rowView
 	Seq         *int64      `json:"seq,omitempty"` // absent on a rejection of a merchant without a balance row
-	Attribution []GrantPart `json:"attribution"` // a debit paid by several grants, or partly owed
+	Attribution []GrantPart `json:"attribution"`   // a debit paid by several grants, or partly owed
 }
 
 // GrantPart is what one grant paid of a debit.

@@ -2,8 +2,8 @@ package adminapi_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
