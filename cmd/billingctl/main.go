@@ -25,10 +25,12 @@ const usage = `billingctl: operate the billing system
   billingctl quota shards --merchant M --shards S [--output text|json]
   billingctl dlq ls [filters] [--list] [--output text|json]
   billingctl dlq replay [filters] [--dry-run] [--rate N] [--output text|json]
+  billingctl dlq resolve [filters] [--note TEXT] [--dry-run] [--output text|json]
+  billingctl event show ID [--output text|json]
 
 Run 'billingctl COMMAND --help' for a command's flags. Exit codes: 0 done,
 1 failed, 2 bad command line or environment (nothing was done), 3 quota show
-of a merchant unknown to billing. Connections come from the environment
+of a merchant unknown to billing, or event show of an event nothing names. Connections come from the environment
 (MYSQL_DSN, REDIS_ADDR, KAFKA_BROKERS, ...: see README).
 `
 
@@ -54,7 +56,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	err := (&ctl{stdout: stdout, stderr: stderr, getenv: getenv}).run(ctx, args)
 	code := cli.Code(err)
-	if errors.Is(err, errUnknownMerchant) {
+	if errors.Is(err, errUnknownMerchant) || errors.Is(err, errUnknownEvent) {
 		code = exitUnknown
 	}
 	if code != cli.ExitOK && !errors.Is(err, cli.ErrUsage) {
@@ -72,6 +74,7 @@ type ctl struct {
 func (c *ctl) run(ctx context.Context, args []string) error {
 	return cli.Dispatch(ctx, "billingctl", usage, []cli.Command{
 		{Name: "migrate", Run: c.runMigrate}, {Name: "quota", Run: c.runQuota}, {Name: "dlq", Run: c.runDLQ},
+		{Name: "event", Run: c.runEvent},
 	}, args, c.stdout, c.stderr)
 }
 
