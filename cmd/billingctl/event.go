@@ -105,15 +105,15 @@ func eventText(v adminapi.EventView) string {
 	}
 	fmt.Fprintf(&b, "dead letters: %d record(s)\n", len(v.DeadLetters))
 	for _, d := range v.DeadLetters {
-		fmt.Fprintf(&b, "  %d/%d %s %s from %s/%d/%d (origin %s), replay %d", d.Partition, d.Offset, ts(d.Time), d.ErrorClass,
-			d.OriginalTopic, d.OriginalPartition, d.OriginalOffset, d.Origin, d.ReplayCount)
+		fmt.Fprintf(&b, "  %d/%d %s %s from %s/%d/%d (origin %s), replay %d", d.Partition, d.Offset, ts(d.Time), d.Class,
+			d.OriginalTopic, d.OriginalPartition, d.OriginalOffset, d.Root(), d.ReplayCount)
 		if d.ReplayJob != "" {
 			fmt.Fprintf(&b, " by %s", d.ReplayJob)
 		}
 		if d.Resolved {
 			b.WriteString(", resolved")
 		}
-		fmt.Fprintf(&b, ": %s\n", oneLine(d.ErrorMessage))
+		fmt.Fprintf(&b, ": %s\n", oneLine(d.Message))
 	}
 	fmt.Fprintf(&b, "balance events: %d\n", len(v.BalanceEvents))
 	for _, e := range v.BalanceEvents {

@@ -31,7 +31,7 @@ func TestEventShow(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &v) != nil {
 		t.Fatalf("event show e-1: %v\n%s\n%s", err, out, errs)
 	}
-	if len(v.Ledger) != 0 || len(v.DeadLetters) != 1 || v.DeadLetters[0].ErrorClass != "conflict" || v.DeadLetters[0].MerchantID != "m-1" {
+	if len(v.Ledger) != 0 || len(v.DeadLetters) != 1 || v.DeadLetters[0].Class != "conflict" || v.DeadLetters[0].Merchant != "m-1" {
 		t.Errorf("e-1: %+v", v)
 	}
 	if out, _, err := runCmd(t, "event", "show", "e-never"); !errors.Is(err, exitError(exitUnknown)) || !strings.Contains(out, "ledger: no row") {

@@ -36,7 +36,7 @@ func NewEvents(db *sql.DB, d DeadLetters, dlqTopic string) *Events {
 type EventView struct {
 	EventID       string         `json:"event_id"`
 	Ledger        []EventRow     `json:"ledger"`
-	DeadLetters   []DeadLetter   `json:"dead_letters"`
+	DeadLetters   []dlq.Entry    `json:"dead_letters"` // every record, copies included, in topic order
 	BalanceEvents []BalanceEvent `json:"balance_events"`
 }
 
@@ -59,28 +59,6 @@ type GrantPart struct {
 	Amount  int64  `json:"amount"`
 }
 
-// DeadLetter is one record of the DLQ topic: where it sits, where the
-// message was consumed (and, for a replay that failed again, its origin),
-// why it failed, and its replay history.
-type DeadLetter struct {
-	Partition         int       `json:"partition"`
-	Offset            int64     `json:"offset"`
-	Time              time.Time `json:"time"`
-	MerchantID        string    `json:"merchant_id"`
-	OriginalTopic     string    `json:"original_topic"`
-	OriginalPartition int       `json:"original_partition"`
-	OriginalOffset    int64     `json:"original_offset"`
-	Origin            string    `json:"origin"` // the first dead-lettering's provenance
-	ConsumerGroup     string    `json:"consumer_group"`
-	ErrorClass        string    `json:"error_class"`
-	ErrorMessage      string    `json:"error_message"`
-	Attempts          int       `json:"attempts"`
-	ReplayCount       int       `json:"replay_count"`         // replays of the payload before this failure
-	ReplayJob         string    `json:"replay_job,omitempty"` // the replay job that sent it
-	Copies            int       `json:"copies"`               // records of the message in the topic
-	Resolved          bool      `json:"resolved"`
-}
-
 // BalanceEvent is a balance event the event's ledger row caused, while the
 // outbox keeps it (QUOTA_EVENTS_RETENTION after it was sent).
 type BalanceEvent struct {
@@ -96,7 +74,7 @@ type BalanceEvent struct {
 
 // Show looks id up; an error means a store could not be read.
 func (e *Events) Show(ctx context.Context, id string) (EventView, error) {
-	v := EventView{EventID: id, Ledger: []EventRow{}, DeadLetters: []DeadLetter{}, BalanceEvents: []BalanceEvent{}}
+	v := EventView{EventID: id, Ledger: []EventRow{}, DeadLetters: []dlq.Entry{}, BalanceEvents: []BalanceEvent{}}
 	var err error
 	if v.Ledger, err = e.ledger(ctx, id); err != nil {
 		return v, err
@@ -112,10 +90,7 @@ func (e *Events) Show(ctx context.Context, id string) (EventView, error) {
 		if d.Err != nil { // no dead-letter headers: listed, never replayed
 			d.Class, d.Message = "unreadable", d.Err.Error()
 		}
-		v.DeadLetters = append(v.DeadLetters, DeadLetter{Partition: d.Partition, Offset: d.Offset, Time: d.Time.UTC(), MerchantID: d.Merchant,
-			OriginalTopic: d.OriginalTopic, OriginalPartition: d.OriginalPartition, OriginalOffset: d.OriginalOffset, Origin: d.Root(),
-			ConsumerGroup: d.Group, ErrorClass: string(d.Class), ErrorMessage: d.Message, Attempts: d.Attempts,
-			ReplayCount: d.ReplayCount, ReplayJob: d.ReplayJob, Copies: d.Copies, Resolved: d.Resolved})
+		v.DeadLetters = append(v.DeadLetters, d)
 	}
 	return v, nil
 }

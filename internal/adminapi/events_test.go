@@ -29,7 +29,7 @@ type eventDoc struct {
 		ErrorClass     string `json:"error_class"`
 		ReplayCount    int    `json:"replay_count"`
 		ReplayJob      string `json:"replay_job"`
-		MerchantID     string `json:"merchant_id"`
+		MerchantID     string `json:"merchant"`
 		Copies         int    `json:"copies"`
 		Resolved       bool   `json:"resolved"`
 	} `json:"dead_letters"`
@@ -79,7 +79,7 @@ func TestEventLookup(t *testing.T) {
 	}
 	d := v.DeadLetters
 	if len(d) != 2 || d[0].OriginalOffset != 7 || d[1].OriginalOffset != 42 || d[0].ReplayCount != 0 || d[1].ReplayCount != 1 ||
-		d[1].ReplayJob != "job-1" || d[0].Origin != "payments/1/7" || d[1].Origin != "payments/1/7" || d[1].Copies != 2 ||
+		d[1].ReplayJob != "job-1" || d[0].Origin != "" || d[1].Origin != "payments/1/7" || d[1].Copies != 2 ||
 		!d[0].Resolved || !d[1].Resolved || d[0].ErrorClass != "conflict" || d[0].MerchantID != "m-ev" {
 		t.Errorf("dead letters %+v, want the original and its replay, one message, resolved", d)
 	}
