@@ -54,6 +54,47 @@ func (s *Summary) add(e Entry) {
 // Replay takes, so a listing shows exactly what a replay with the same filter
 // would consider.
 func (c *Client) Summarize(ctx context.Context, topic string, f Filter, each func(Entry) error) (*Summary, error) {
+	s := &Summary{Topic: topic, Selection: f.key(), ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{}}
+	listed := map[string]bool{}
+	var err error
+	s.Partitions, err = c.walk(ctx, topic, f, true, func(e Entry, id string) error {
+		first := !listed[id]
+		listed[id] = true
+		switch {
+		case !first:
+			s.Copies++
+		case e.Resolved:
+			s.Resolved++
+		default:
+			s.add(e)
+			if each != nil {
+				return each(e)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Trail returns every record of the messages f selects, copies and the
+// replays that failed again included, in topic order: a message's history,
+// each record with its own replay count and job.
+func (c *Client) Trail(ctx context.Context, topic string, f Filter) ([]Entry, error) {
+	var out []Entry
+	_, err := c.walk(ctx, topic, f, false, func(e Entry, _ string) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// walk groups topic's records by message, then hands fn every record f
+// selects in topic order, with its message's Copies and Resolved (and with
+// latest, ReplayCount its latest copy's), and returns the ranges it read.
+func (c *Client) walk(ctx context.Context, topic string, f Filter, latest bool, fn func(e Entry, id string) error) ([]Range, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
@@ -66,37 +107,19 @@ func (c *Client) Summarize(ctx context.Context, topic string, f Filter, each fun
 		return nil, err
 	}
 	ranges := f.narrow(all)
-	s := &Summary{Topic: topic, Selection: f.key(), Partitions: ranges, ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{}}
-	listed := map[string]bool{}
-	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
+	return ranges, c.scan(ctx, topic, ranges, func(m kafka.Message) error {
 		if isMark(m) {
 			return nil
 		}
 		e := inspect(m)
 		id := identity(e.Record, e.Err)
 		g := gs[id]
-		e.Copies, e.ReplayCount = g.copies, g.replays
+		if e.Copies, e.Resolved = g.copies, g.resolved; latest {
+			e.ReplayCount = g.replays
+		}
 		if !f.match(e) {
 			return nil
 		}
-		switch {
-		case listed[id]:
-			s.Copies++
-			return nil
-		case g.resolved:
-			s.Resolved++
-			listed[id] = true
-			return nil
-		}
-		listed[id] = true
-		s.add(e)
-		if each != nil {
-			return each(e)
-		}
-		return nil
+		return fn(e, id)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
