@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/cli"
@@ -38,7 +40,9 @@ func run(getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	defer log.Sync() //nolint:errcheck // stderr sync errors are not actionable
+	defer log.Sync()                    //nolint:errcheck // stderr sync errors are not actionable
+	redis.SetLogger(logging.Redis(log)) // process-wide, so set here, once
+	_ = mysql.SetLogger(logging.MySQLDriver(log))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -271,4 +272,30 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// With Redis down every line of stderr is JSON with unique keys under
+// LOG_FORMAT=json: go-redis's own complaints come through zap too.
+func TestLogsAreJSONWithRedisDown(t *testing.T) {
+	k := testenv.NewKafka(t)
+	db := testenv.NewMySQL(t)
+	cmd := exec.Command(binary)
+	cmd.Env = append(os.Environ(),
+		"KAFKA_BROKERS="+strings.Join(k.Brokers, ","), "KAFKA_TOPIC="+k.Topic(t, 1), "KAFKA_DLQ_TOPIC="+k.Topic(t, 1),
+		"REDIS_ADDR=127.0.0.1:"+strconv.Itoa(testenv.FreePort(t)), "MYSQL_DSN="+db.DSN,
+		"IDGEN_WORKER_ID=5", "HTTP_ADDR=127.0.0.1:0", "LOG_FORMAT=json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("the worker started without Redis:\n%s", stderr.String())
+	}
+	var redisLines int
+	for _, l := range testenv.JSONLines(t, stderr.String()) {
+		if l["component"] == "redis" {
+			redisLines++
+		}
+	}
+	if redisLines == 0 {
+		t.Errorf("no go-redis line routed through zap:\n%s", stderr.String())
+	}
 }

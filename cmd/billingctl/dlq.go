@@ -26,12 +26,14 @@ const dlqUsage = `billingctl dlq: inspect and replay the dead-letter topic (KAFK
   billingctl dlq ls [filters] [--list] [--output text|json] [--top N] [--topic DLQ]
   billingctl dlq replay [filters] [--limit N] [--dry-run] [--rate N] [--to-topic T] [--job-id ID]
                         [--max-replays N] [--progress-file F] [--restart] [--output text|json]
+  billingctl dlq resolve [filters] [--note TEXT] [--dry-run] [--output text|json]
 
-Filters, the same for both: --error-class C,.. --merchant M,.. --event-id E,..
+Filters, the same for all three: --error-class C,.. --merchant M,.. --event-id E,..
 --since T --until T --partition P,.. --offset-from N --offset-to N --replay-count N,..
 Times are RFC 3339 (2026-11-29T07:00:00Z) or a duration ago (90m, 2h, 7d), on the
 time a record was dead-lettered. Records of one provenance (a message dead-lettered
-more than once) are one message: listed once with their copies, sent once. Neither
+more than once, or replayed and dead-lettered again) are one message: listed once
+with their copies, sent once per job. Resolved messages leave ls and replay. No
 command joins a consumer group. Run 'billingctl dlq COMMAND --help' for its flags.
 `
 
@@ -50,15 +52,16 @@ const replayUsage = `billingctl dlq replay: send dead-lettered messages back to 
 
 What each selection's job sent is appended to a progress file after every
 acknowledged batch (default DLQ_STATE_DIR/dlq-replay-<dlq-topic>.jsonl), so a
-second run sends nothing twice, an interrupted run resumes, and --restart begins
-a new job. Exit codes: 0 done (refused records are reported, not failures),
+second run sends nothing twice (a replayed message that failed again is a copy of
+its original, not sent again), an interrupted run resumes, and --restart begins a
+new job, which sends again, counting from the latest copy's replay count. Exit codes: 0 done (refused records are reported, not failures),
 1 failed (what failed and what was sent before are printed), 2 bad command line
 or environment.
 `
 
 func (c *ctl) runDLQ(ctx context.Context, args []string) error {
 	return cli.Dispatch(ctx, "billingctl dlq", dlqUsage, []cli.Command{
-		{Name: "ls", Run: c.runDLQList}, {Name: "replay", Run: c.runDLQReplay},
+		{Name: "ls", Run: c.runDLQList}, {Name: "replay", Run: c.runDLQReplay}, {Name: "resolve", Run: c.runDLQResolve},
 	}, args, c.stdout, c.stderr)
 }
 
@@ -312,6 +315,9 @@ func writeReport(w io.Writer, output string, rep dlq.Report, planned []plannedVi
 	fmt.Fprintf(&b, "examined %d DLQ record(s), %d selected, %d refused", rep.Examined, rep.Matched, len(rep.Refused))
 	if rep.Copies > 0 {
 		fmt.Fprintf(&b, ", %d copies skipped (a message dead-lettered more than once is sent once)", rep.Copies)
+	}
+	if rep.Resolved > 0 {
+		fmt.Fprintf(&b, ", %d resolved skipped", rep.Resolved)
 	}
 	switch {
 	case failed != nil:

@@ -70,6 +70,9 @@ func writeSummary(w io.Writer, s *dlq.Summary, top int) error {
 	if s.Replayed > 0 {
 		fmt.Fprintf(&b, ", %d already replayed at least once", s.Replayed)
 	}
+	if s.Resolved > 0 {
+		fmt.Fprintf(&b, "; %d more resolved (not listed)", s.Resolved)
+	}
 	b.WriteString("\n")
 	if !s.Oldest.IsZero() {
 		fmt.Fprintf(&b, "oldest %s  newest %s\n", s.Oldest.UTC().Format(time.RFC3339), s.Newest.UTC().Format(time.RFC3339))

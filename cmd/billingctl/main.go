@@ -10,6 +10,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/logging"
 )
@@ -20,8 +23,8 @@ const (
 	usageFoot = `Run 'billingctl COMMAND --help' for a command's flags. Exit codes: 0 done,
 1 failed, 2 bad command line or environment (nothing was done), 3 a merchant
 unknown to billing (quota show, alerts, policy, plan, shards; nothing was
-changed). Connections come from the environment (MYSQL_DSN, REDIS_ADDR,
-KAFKA_BROKERS, ...: see README).
+changed) or an event nothing names (event show). Connections come from the
+environment (MYSQL_DSN, REDIS_ADDR, KAFKA_BROKERS, ...: see README).
 `
 )
 
@@ -32,6 +35,11 @@ const exitUnknown = 3
 var errUnknownMerchant = errors.New("merchant unknown to billing (no merchant_balance row)")
 
 func main() {
+	// go-redis and the MySQL driver log process-wide: through zap, warnings only.
+	if log, err := logging.Build(logging.Options{Level: "warn", Format: os.Getenv("LOG_FORMAT")}); err == nil {
+		redis.SetLogger(logging.Redis(log))
+		_ = mysql.SetLogger(logging.MySQLDriver(log))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
@@ -42,7 +50,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	err := (&ctl{stdout: stdout, stderr: stderr, getenv: getenv}).run(ctx, args)
 	code := cli.Code(err)
-	if errors.Is(err, errUnknownMerchant) {
+	if errors.Is(err, errUnknownMerchant) || errors.Is(err, errUnknownEvent) {
 		code = exitUnknown
 	}
 	if code != cli.ExitOK && !errors.Is(err, cli.ErrUsage) {
@@ -67,6 +75,7 @@ func (c *ctl) commands() []cli.Command {
 		{Name: "migrate", Usage: migrateUsage, Run: c.runMigrate},
 		{Name: "quota", Usage: c.quotaUsage(), Run: c.runQuota},
 		{Name: "dlq", Usage: dlqUsage, Run: c.runDLQ},
+		{Name: "event", Usage: eventUsage, Run: c.runEvent},
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return cli.ExitUsage
 	}
 	defer func() { _ = log.Sync() }()
+	redis.SetLogger(logging.Redis(log)) // process-wide, so set here, once
+	_ = mysql.SetLogger(logging.MySQLDriver(log))
 	rep, err := serve(ctx, cfg, opts, log, stdout)
 	if err != nil {
 		logging.Failure(stderr, "reconciler", cfg.LogFormat, err)

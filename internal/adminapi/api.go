@@ -1,5 +1,6 @@
 // Package adminapi is the read API of a merchant's quota: its balance as MySQL,
-// Redis and the in-flight deductions see it, and its ledger in cursor pages.
+// Redis and the in-flight deductions see it, its ledger in cursor pages, and
+// one event's fate across the ledger, the DLQ and the outbox.
 // Every request needs the bearer token of a file; one token bucket bounds what
 // all callers together cost the databases. Nothing here writes: only GET and
 // HEAD are served, other methods get 405. The contract is api/openapi.yaml.
@@ -32,6 +33,11 @@ type Ledger interface {
 	MerchantRows(ctx context.Context, merchantID string, after int64, limit int) ([]ledger.Row, error)
 }
 
+// EventLookup finds what is known of an event (implemented by *Events).
+type EventLookup interface {
+	Show(ctx context.Context, eventID string) (EventView, error)
+}
+
 // Options configure the API.
 type Options struct {
 	TokenFile string  // holds the bearer token
@@ -50,6 +56,7 @@ func routes() []route {
 	return []route{
 		{"/v1/merchants/{id}/balance", (*API).balance},
 		{"/v1/merchants/{id}/ledger", (*API).ledgerPage},
+		{"/v1/events/{id}", (*API).event},
 	}
 }
 
@@ -60,6 +67,7 @@ const otherRoute = "other"
 type API struct {
 	balances Balances
 	ledger   Ledger
+	events   EventLookup
 	log      *zap.Logger
 	metrics  *Metrics
 	token    *tokenFile
@@ -69,7 +77,7 @@ type API struct {
 
 // New builds the API (log and m may be nil); it reads the token file now, and an
 // unreadable one is an error.
-func New(b Balances, l Ledger, opts Options, log *zap.Logger, m *Metrics) (*API, error) {
+func New(b Balances, l Ledger, ev EventLookup, opts Options, log *zap.Logger, m *Metrics) (*API, error) {
 	if opts.Rate <= 0 || opts.Burst < 1 {
 		return nil, errors.New("adminapi: rate and burst must be positive")
 	}
@@ -83,7 +91,7 @@ func New(b Balances, l Ledger, opts Options, log *zap.Logger, m *Metrics) (*API,
 	if err != nil {
 		return nil, err
 	}
-	a := &API{balances: b, ledger: l, log: log, metrics: m, token: token,
+	a := &API{balances: b, ledger: l, events: ev, log: log, metrics: m, token: token,
 		limiter: rate.NewLimiter(rate.Limit(opts.Rate), opts.Burst), mux: http.NewServeMux()}
 	for _, r := range routes() {
 		// A GET pattern serves HEAD too; the method-less one catches the rest.

@@ -84,3 +84,21 @@ func (a *API) ledgerPage(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, newPageView(id, rows, limit))
 }
+
+func (a *API) event(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !event.ValidID(id) {
+		writeError(w, http.StatusBadRequest, "event id must be 1..64 characters of [A-Za-z0-9_.:-]")
+		return
+	}
+	v, err := a.events.Show(r.Context(), id)
+	switch {
+	case err != nil:
+		a.log.Warn("read API: event lookup failed", zap.String("event_id", id), zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "the ledger, outbox or DLQ topic is unavailable; retry later")
+	case !v.Known():
+		writeError(w, http.StatusNotFound, "nothing is known of this event: no ledger row, no dead-letter record, no balance event")
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
+}

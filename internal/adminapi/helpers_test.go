@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/deduct"
+	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/ledger"
@@ -44,6 +46,9 @@ type rig struct {
 	reg       *prometheus.Registry
 	logs      *observer.ObservedLogs // what the API logged, beside the test's log
 	api       *adminapi.API
+	kafka     *testenv.Kafka
+	dlqTopic  string
+	transport *kafka.Transport
 }
 
 func newRig(t testing.TB, opts adminapi.Options) *rig {
@@ -79,10 +84,32 @@ func newRig(t testing.TB, opts adminapi.Options) *rig {
 	core, logs := observer.New(zap.InfoLevel)
 	g.logs = logs
 	log := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) })))
-	if g.api, err = adminapi.New(g.d, g.store, opts, log, m); err != nil {
+	g.kafka, g.transport = testenv.NewKafka(t), &kafka.Transport{}
+	t.Cleanup(g.transport.CloseIdleConnections)
+	g.dlqTopic = g.kafka.Topic(t, 2)
+	dc, err := dlq.NewClient(dlq.Broker{Addrs: g.kafka.Brokers, Transport: g.transport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.api, err = adminapi.New(g.d, g.store, adminapi.NewEvents(g.db.SQL, dc, g.dlqTopic), opts, log, m); err != nil {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// deadLetter writes DLQ records as the worker does, keyed by their root.
+func (g *rig) deadLetter(recs ...dlq.Record) {
+	g.t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(g.kafka.Brokers...), Topic: g.dlqTopic, Transport: g.transport, Balancer: &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	msgs := make([]kafka.Message, len(recs))
+	for i, r := range recs {
+		msgs[i] = r.KafkaMessage()
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		g.t.Fatal(err)
+	}
 }
 
 // writeToken replaces the token file, with a modification time of its own
@@ -125,6 +152,14 @@ func (g *rig) get(target string, v any) {
 func (g *rig) grant(merchant string, amount int64) {
 	g.t.Helper()
 	if _, err := g.d.Grant(context.Background(), merchant, amount, fmt.Sprintf("grant-%s-%d", merchant, time.Now().UnixNano())); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// apply applies the payments as one batch.
+func (g *rig) apply(events ...event.PaymentSucceeded) {
+	g.t.Helper()
+	if _, err := g.d.Apply(context.Background(), events); err != nil {
 		g.t.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@ package adminapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap/zaptest"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/deduct"
+	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
@@ -148,7 +151,13 @@ func TestOpenAPI(t *testing.T) {
 		covered[fmt.Sprintf("%s %s %d", method, route.Path, rec.Code)] = true
 	}
 
-	for _, path := range []string{"/v1/merchants/%s/balance", "/v1/merchants/%s/ledger"} {
+	// An event with a ledger row and balance events, and one only in the DLQ.
+	g.apply(event.PaymentSucceeded{EventID: "evt-known", PaymentID: "p-known", MerchantID: "m-exp", Amount: 1, Source: event.SourcePC, OccurredAt: time.Now()})
+	g.deadLetter(dlq.FromFailure(kafka.Message{Topic: "payments", Partition: 1, Offset: 7, Key: []byte("m-a"),
+		Value: []byte(`{"event_id":"evt-dlq","merchant_id":"m-a","amount":"x"}`)}, "billing-worker", dlq.ClassInvalid, errors.New("amount"), 1, time.Now(), time.Now()))
+	check(g.api, http.MethodGet, "/v1/events/evt-known", testToken)
+	check(g.api, http.MethodGet, "/v1/events/evt-dlq", testToken)
+	for _, path := range []string{"/v1/merchants/%s/balance", "/v1/merchants/%s/ledger", "/v1/events/%s"} {
 		for _, m := range []string{"m-a", "m-nokey", "m-sharded", "m-exp"} {
 			check(g.api, http.MethodGet, fmt.Sprintf(path, m), testToken)
 		}
@@ -227,7 +236,11 @@ func brokenAPI(t *testing.T, tokenPath string) *adminapi.API {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := adminapi.New(d, store, adminapi.Options{TokenFile: tokenPath, Rate: 1000, Burst: 1000}, zaptest.NewLogger(t), nil)
+	dc, err := dlq.NewClient(dlq.Broker{Addrs: []string{deadAddr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := adminapi.New(d, store, adminapi.NewEvents(sqlDB, dc, "dlq"), adminapi.Options{TokenFile: tokenPath, Rate: 1000, Burst: 1000}, zaptest.NewLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/logging"
 )
 
 // Item is one decoded message of a batch.
@@ -127,7 +129,7 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		HeartbeatInterval: c.cfg.HeartbeatInterval, SessionTimeout: c.cfg.SessionTimeout,
 		RebalanceTimeout: c.cfg.RebalanceTimeout, JoinGroupBackoff: c.cfg.JoinGroupBackoff, Timeout: c.cfg.GroupTimeout,
 		WatchPartitionChanges: true, StartOffset: kafka.FirstOffset,
-		ErrorLogger: kafka.LoggerFunc(c.log.Named("kafka").Sugar().Warnf),
+		ErrorLogger: logging.Kafka(c.log),
 	})
 	if err != nil {
 		c.health.setState(ErrStopped)
@@ -142,7 +144,7 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		defer tr.CloseIdleConnections()
 		c.transport = tr
 	}
-	c.dlqWriter = newDLQWriter(c.cfg, c.transport)
+	c.dlqWriter = newDLQWriter(c.cfg, c.transport, c.log)
 	defer context.AfterFunc(ctx, func() { c.stopping() })() // the bound starts at cancellation
 
 	closed := make(chan struct{})

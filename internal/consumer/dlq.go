@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/failure"
+	"github.com/quotaflow/billing/internal/logging"
 	"github.com/quotaflow/billing/internal/tracing"
 )
 
@@ -38,13 +39,14 @@ var errDLQAbsent = errors.New("the topic does not exist (create it; nothing is d
 // newDLQWriter writes synchronously with acks from every in-sync replica,
 // keyed by provenance: a message's copies share a partition, where
 // compaction folds them. It makes one attempt per call: deadLetter retries.
-func newDLQWriter(cfg Config, rt kafka.RoundTripper) *kafka.Writer {
+func newDLQWriter(cfg Config, rt kafka.RoundTripper, log *zap.Logger) *kafka.Writer {
 	return &kafka.Writer{
 		Addr: kafka.TCP(cfg.Brokers...), Topic: cfg.DLQTopic, Transport: rt,
 		Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, MaxAttempts: 1,
 		// Lanes writing at once share a request; a lone write waits this long.
 		BatchTimeout: time.Millisecond, BatchSize: cfg.BatchSize * cfg.Lanes,
 		WriteTimeout: cfg.GroupTimeout, ReadTimeout: cfg.GroupTimeout,
+		ErrorLogger: logging.Kafka(log.With(zap.String("dlq_topic", cfg.DLQTopic))),
 	}
 }
 

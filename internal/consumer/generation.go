@@ -35,7 +35,7 @@ func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generati
 		commitNow: make(chan struct{}, 1), log: c.log.With(zap.Int32("generation", kg.ID))}
 	var ids []int
 	for _, a := range kg.Assignments[c.cfg.Topic] {
-		g.parts = append(g.parts, newPartition(c.cfg, a, c.m))
+		g.parts = append(g.parts, newPartition(c.cfg, a, c.m, c.log))
 		ids = append(ids, a.ID)
 	}
 	for i := 0; i < c.cfg.Lanes; i++ {

@@ -28,13 +28,13 @@ func TestLogFields(t *testing.T) {
 	}{
 		{"decoded value", func(l *zap.Logger) {
 			l.Warn("x", logFields(&envelope[loggedValue]{msg: msg, value: loggedValue{"evt-1"}}, zap.Int("attempt", 2))...)
-		}, map[string]any{"topic": "payments", "partition": int64(3), "offset": int64(42), "event_id": "evt-1", "attempt": int64(2)}, []string{"key"}},
+		}, map[string]any{"partition": int64(3), "offset": int64(42), "event_id": "evt-1", "attempt": int64(2)}, []string{"merchant_id", "topic"}},
 		{"undecodable", func(l *zap.Logger) {
 			l.Warn("x", logFields(&envelope[loggedValue]{msg: msg, err: errors.New("bad json")})...)
-		}, map[string]any{"partition": int64(3), "offset": int64(42), "key": "m-1"}, []string{"event_id"}},
+		}, map[string]any{"partition": int64(3), "offset": int64(42), "merchant_id": "m-1"}, []string{"event_id", "key", "topic"}},
 		{"a value without fields", func(l *zap.Logger) {
 			l.Warn("x", logFields(&envelope[int]{msg: msg, value: 7})...)
-		}, map[string]any{"partition": int64(3), "offset": int64(42)}, []string{"key"}},
+		}, map[string]any{"partition": int64(3), "offset": int64(42)}, []string{"merchant_id", "topic"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

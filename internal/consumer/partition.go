@@ -10,6 +10,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+
+	"github.com/quotaflow/billing/internal/logging"
 )
 
 // readBatchTimeout bounds each read within a fetch response. kafka-go's 10s
@@ -31,11 +33,12 @@ type partition struct {
 	space chan struct{} // signalled when done messages leave the window
 }
 
-func newPartition(cfg Config, a kafka.PartitionAssignment, m *Metrics) *partition {
+func newPartition(cfg Config, a kafka.PartitionAssignment, m *Metrics, log *zap.Logger) *partition {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: cfg.Brokers, Topic: cfg.Topic, Partition: a.ID, Dialer: cfg.Dialer, MaxWait: cfg.MaxWait,
 		ReadBatchTimeout: readBatchTimeout, QueueCapacity: min(cfg.MaxInFlightPerPartition, 512),
 		ReadLagInterval: -1, // lag comes from the fetched high watermark
+		ErrorLogger:     logging.Kafka(log.With(zap.Int("partition", a.ID))),
 	})
 	_ = r.SetOffset(a.Offset) // FirstOffset without a commit; fails only on a closed reader
 	return &partition{

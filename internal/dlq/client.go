@@ -44,7 +44,8 @@ func NewClient(b Broker) (*Client, error) {
 }
 
 // Records returns every record of topic up to its high watermarks, copies
-// included, in order; a message that is not a record is an error.
+// included, in order, without resolution marks; a message that is not a
+// record is an error.
 func (c *Client) Records(ctx context.Context, topic string) ([]Record, error) {
 	ranges, err := c.watermarks(ctx, topic)
 	if err != nil {
@@ -52,6 +53,9 @@ func (c *Client) Records(ctx context.Context, topic string) ([]Record, error) {
 	}
 	var out []Record
 	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
+		if isMark(m) {
+			return nil
+		}
 		rec, err := FromMessage(m)
 		out = append(out, rec)
 		return err

@@ -2,8 +2,10 @@ package dlq
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/segmentio/kafka-go"
 
@@ -29,6 +31,9 @@ type Entry struct {
 	Err error `json:"-"`
 	// Copies is how many records of the topic carry this message (Summarize).
 	Copies int `json:"copies"`
+	// Resolved: an operator marked the message resolved (Trail; Summarize
+	// and Replay leave such messages out).
+	Resolved bool `json:"resolved"`
 }
 
 func inspect(m kafka.Message) Entry {
@@ -42,13 +47,47 @@ func inspect(m kafka.Message) Entry {
 	return e
 }
 
-// identity is what makes records one message: the provenance, or for a
-// message that is not a record its place in the DLQ.
+// identity is what makes records one message: the root provenance, or for
+// a message that is not a record its place in the DLQ.
 func identity(r Record, err error) string {
 	if err != nil {
 		return fmt.Sprintf("dlq@%d/%d", r.Partition, r.Offset)
 	}
-	return r.Provenance()
+	return r.Root()
+}
+
+// group is what the records of one message say together.
+type group struct {
+	copies   int  // records carrying it
+	replays  int  // the highest replay count among them: the latest copy's
+	resolved bool // an operator marked it resolved (Resolve)
+}
+
+func isMark(m kafka.Message) bool {
+	return slices.ContainsFunc(m.Headers, func(h kafka.Header) bool { return h.Key == HeaderResolved })
+}
+
+// groups reads every record of topic to the high watermarks once, whatever
+// a filter narrows later: a copy or a mark may sit anywhere in the topic.
+func (c *Client) groups(ctx context.Context, topic string, ranges []Range) (map[string]*group, error) {
+	gs := map[string]*group{}
+	at := func(id string) *group {
+		if gs[id] == nil {
+			gs[id] = &group{}
+		}
+		return gs[id]
+	}
+	err := c.scan(ctx, topic, ranges, func(m kafka.Message) error {
+		if isMark(m) {
+			at(string(m.Key)).resolved = true
+			return nil
+		}
+		rec, err := FromMessage(m)
+		g := at(identity(rec, err))
+		g.copies, g.replays = g.copies+1, max(g.replays, rec.ReplayCount)
+		return nil
+	})
+	return gs, err
 }
 
 // looseEventID digs the event_id out of a value that failed validation, so an

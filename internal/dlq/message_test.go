@@ -42,7 +42,7 @@ func TestReplayMessage(t *testing.T) {
 			if m.Topic != tt.topic || m.Partition != tt.partition || string(m.Key) != "m-1" || string(m.Value) != "v" {
 				t.Fatalf("message %+v", m)
 			}
-			want := []kafka.Header{{Key: "trace", Value: []byte("t")}, {Key: "b", Value: []byte{}}, {Key: HeaderReplayJob, Value: []byte("job-9")}, {Key: HeaderReplayCount, Value: []byte("3")}}
+			want := []kafka.Header{{Key: "trace", Value: []byte("t")}, {Key: "b", Value: []byte{}}, {Key: HeaderReplayJob, Value: []byte("job-9")}, {Key: HeaderReplayCount, Value: []byte("3")}, {Key: HeaderReplayOrigin, Value: []byte(rec.Provenance())}}
 			if !slices.EqualFunc(m.Headers, want, func(a, b kafka.Header) bool { return a.Key == b.Key && string(a.Value) == string(b.Value) }) {
 				t.Fatalf("headers %v, want %v", m.Headers, want)
 			}

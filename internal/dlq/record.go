@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -37,6 +38,10 @@ const (
 	HeaderLastFailure       = "dlq.last_failure"
 	HeaderReplayCount       = "replay.count"
 	HeaderReplayJob         = "replay.job_id"
+	HeaderReplayOrigin      = "replay.origin" // the provenance of the first dead-lettering
+	// HeaderResolved (its time) makes a DLQ message a resolution mark: keyed
+	// by the message it resolves, its value the operator's note.
+	HeaderResolved = "dlq.resolved"
 )
 
 const timeLayout = time.RFC3339Nano
@@ -62,6 +67,7 @@ type Record struct {
 	LastFailure       time.Time      `json:"last_failure,omitzero"`
 	ReplayCount       int            `json:"replay_count"`         // how many times this payload was replayed before it failed again
 	ReplayJob         string         `json:"replay_job,omitempty"` // the replay job that last sent it, if any
+	Origin            string         `json:"origin,omitempty"`     // a replayed message's first provenance
 	Headers           []kafka.Header `json:"-"`                    // the original message's other headers
 
 	// Where the record sits in the DLQ topic; set by FromMessage.
@@ -87,6 +93,8 @@ func FromFailure(m kafka.Message, group string, class Class, cause error, attemp
 			r.ReplayCount, _ = strconv.Atoi(string(h.Value))
 		case HeaderReplayJob:
 			r.ReplayJob = string(h.Value)
+		case HeaderReplayOrigin:
+			r.Origin = string(h.Value)
 		default:
 			if !strings.HasPrefix(h.Key, "dlq.") {
 				r.Headers = append(r.Headers, h)
@@ -102,13 +110,17 @@ func (r Record) Provenance() string {
 	return r.OriginalTopic + "/" + strconv.Itoa(r.OriginalPartition) + "/" + strconv.FormatInt(r.OriginalOffset, 10)
 }
 
+// Root is the provenance of the message's first dead-lettering: a replayed
+// message that failed again is a copy of its original.
+func (r Record) Root() string { return cmp.Or(r.Origin, r.Provenance()) }
+
 // fields are the record's headers, in the order they are written.
 func (r *Record) fields() []field {
 	return []field{{HeaderOriginalTopic, &r.OriginalTopic}, {HeaderOriginalPartition, &r.OriginalPartition},
 		{HeaderOriginalOffset, &r.OriginalOffset}, {HeaderOriginalTime, &r.OriginalTime}, {HeaderGroup, &r.Group},
 		{HeaderErrorClass, &r.Class}, {HeaderErrorMessage, &r.Message}, {HeaderAttempts, &r.Attempts},
 		{HeaderFirstFailure, &r.FirstFailure}, {HeaderLastFailure, &r.LastFailure},
-		{HeaderReplayCount, &r.ReplayCount}, {HeaderReplayJob, &r.ReplayJob}}
+		{HeaderReplayCount, &r.ReplayCount}, {HeaderReplayJob, &r.ReplayJob}, {HeaderReplayOrigin, &r.Origin}}
 }
 
 type field struct {
@@ -154,7 +166,7 @@ func (f field) set(v string) (err error) {
 }
 
 // KafkaMessage renders the record for the DLQ topic (Topic left to the
-// writer), keyed by its provenance.
+// writer), keyed by its root, so a replay's copies join their original.
 func (r Record) KafkaMessage() kafka.Message {
 	r.Message = r.Message[:min(len(r.Message), maxMessageLen)]
 	h := append([]kafka.Header(nil), r.Headers...)
@@ -162,11 +174,11 @@ func (r Record) KafkaMessage() kafka.Message {
 		h = append(h, kafka.Header{Key: HeaderOriginalKey, Value: r.Key})
 	}
 	for _, f := range r.fields() {
-		if f.name != HeaderReplayJob || r.ReplayJob != "" {
-			h = append(h, kafka.Header{Key: f.name, Value: []byte(f.String())})
+		if v := f.String(); v != "" || (f.name != HeaderReplayJob && f.name != HeaderReplayOrigin) {
+			h = append(h, kafka.Header{Key: f.name, Value: []byte(v)})
 		}
 	}
-	return kafka.Message{Key: []byte(r.Provenance()), Value: r.Value, Headers: h}
+	return kafka.Message{Key: []byte(r.Root()), Value: r.Value, Headers: h}
 }
 
 // ErrNotRecord marks a DLQ message without the headers this package writes.
@@ -204,7 +216,7 @@ func FromMessage(m kafka.Message) (Record, error) {
 	if len(errs) > 0 {
 		return r, fmt.Errorf("%w at partition %d offset %d: %w", ErrNotRecord, m.Partition, m.Offset, errors.Join(errs...))
 	}
-	if string(m.Key) == r.Provenance() {
+	if k := string(m.Key); k == r.Provenance() || k == r.Root() {
 		r.Key = key
 	}
 	return r, nil

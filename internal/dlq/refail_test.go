@@ -11,16 +11,19 @@ import (
 )
 
 // The worker side of the loop: a replayed message that fails again goes back
-// to the DLQ through FromFailure with its replay count raised, and once the
-// count reaches --max-replays the replay refuses it. The worker is played by
-// FromFailure on the message read back from the original topic, exactly what
-// internal/consumer does with a message that fails.
+// to the DLQ through FromFailure with its replay count raised and its origin
+// named. It is a copy of its original: a second run of the job sends nothing,
+// the listing shows one message, and only a new job (Restart) sends it again,
+// until the count reaches --max-replays and the replay refuses it. The worker
+// is played by FromFailure on the message read back from the original topic,
+// exactly what internal/consumer does with a message that fails.
 func TestReplayedRecordFailingAgainReturnsRaised(t *testing.T) {
 	c := newCluster(t)
 	c.seed(t, []seed{{name: "loop", dlqPartition: 1, origPart: 2, origOffset: 5, key: "m-1", value: validValue("evt-loop", "m-1", 4), class: ClassRefused, at: baseTime}})
 	o := ReplayOptions{DLQTopic: c.dlqTopic, ProgressFile: filepath.Join(t.TempDir(), "p.jsonl"), JobID: "job-loop"}
 	seen := c.ends(t, c.orig)
 	for round := 1; round <= DefaultMaxReplays+1; round++ {
+		o.Restart = round > 1 // the operator chose to send it again
 		rep, err := c.c.Replay(ctxFor(t), o, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -45,19 +48,24 @@ func TestReplayedRecordFailingAgainReturnsRaised(t *testing.T) {
 			t.Fatalf("round %d: replay.count %q", round, n)
 		}
 		rec := FromFailure(m, "billing-worker", ClassRefused, errors.New("still refused"), 1, time.Now(), time.Now())
-		if rec.ReplayCount != round || rec.ReplayJob != "job-loop" {
-			t.Fatalf("round %d: FromFailure kept count %d job %q", round, rec.ReplayCount, rec.ReplayJob)
+		if rec.ReplayCount != round || rec.ReplayJob != "job-loop" || rec.Root() != c.orig+"/2/5" {
+			t.Fatalf("round %d: FromFailure kept count %d job %q root %s", round, rec.ReplayCount, rec.ReplayJob, rec.Root())
 		}
 		dm := rec.KafkaMessage()
-		dm.Topic, dm.Partition = c.dlqTopic, 0
+		dm.Topic, dm.Partition = c.dlqTopic, 1 // keyed by its root: the original's partition
 		c.write(t, dm)
+		// The same job again: the copy was sent already, as its original.
+		o.Restart = false
+		if rep, err := c.c.Replay(ctxFor(t), o, nil); err != nil || rep.Sent != 0 || rep.Copies != round {
+			t.Fatalf("round %d, run again: %+v %v, want nothing sent and %d copies", round, rep, err, round)
+		}
 	}
 	s, err := c.c.Summarize(ctxFor(t), c.dlqTopic, Filter{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Total != 1+DefaultMaxReplays || s.Replayed != DefaultMaxReplays {
-		t.Errorf("DLQ total %d replayed %d", s.Total, s.Replayed)
+	if s.Total != 1 || s.Copies != DefaultMaxReplays || s.Replayed != 1 {
+		t.Errorf("DLQ total %d copies %d replayed %d, want one message with %d copies", s.Total, s.Copies, s.Replayed, DefaultMaxReplays)
 	}
 }
 

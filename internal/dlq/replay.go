@@ -86,6 +86,7 @@ const (
 	ActionUnreadable Action = "unreadable" // selected, but not a record, or no topic to send to
 	ActionCopy       Action = "copy"       // a later copy of a message met before in this run
 	ActionSent       Action = "sent"       // selected, and sent by an earlier run of the job
+	ActionResolved   Action = "resolved"   // selected, but an operator marked it resolved
 )
 
 // Step is one DLQ record examined by a replay. Message is what is sent for ActionSend.
@@ -122,6 +123,7 @@ type Report struct {
 	Resumed      bool      `json:"resumed"`  // the selection's stored job was continued
 	Examined     int       `json:"examined"` // DLQ records read
 	Copies       int       `json:"copies"`   // selected records that were later copies of a message, not sent
+	Resolved     int       `json:"resolved"` // selected messages marked resolved, not sent
 	Matched      int       `json:"matched"`  // messages selected and not sent by an earlier run of the job
 	Sent         int       `json:"sent"`     // acknowledged (dry run: would be sent)
 	Refused      []Refusal `json:"refused"`  // selected, not sent: max replays reached or unreadable
@@ -135,7 +137,9 @@ type Report struct {
 // nil, hears of every record read. Records of one provenance are one message,
 // sent once: the first read counts, and what the selection's job sent in an
 // earlier run (the progress file, appended to after every acknowledged batch)
-// is not sent again. An interrupt stops after the batch in flight is
+// is not sent again. A replayed message that failed again is a copy of its
+// original (replay.origin), so a second run of a job does not send it: a new
+// job (Restart) does, counted from its latest copy's replay count. An interrupt stops after the batch in flight is
 // recorded; a crash between an ack and the append resends that batch, which
 // the worker's idempotency absorbs.
 func (c *Client) Replay(ctx context.Context, o ReplayOptions, obs Observer) (Report, error) {
@@ -158,12 +162,17 @@ func (c *Client) Replay(ctx context.Context, o ReplayOptions, obs Observer) (Rep
 			return rep, err
 		}
 	}
-	ranges, err := c.watermarks(ctx, o.DLQTopic)
+	all, err := c.watermarks(ctx, o.DLQTopic)
 	if err != nil {
 		return rep, err
 	}
-	ranges = o.Filter.narrow(ranges)
+	gs, err := c.groups(ctx, o.DLQTopic, all)
+	if err != nil {
+		return rep, err
+	}
+	ranges := o.Filter.narrow(all)
 	run := newReplayRun(ctx, c, o, prog, &rep, obs)
+	run.groups = gs
 	defer run.close()
 	var total int64
 	for _, r := range ranges {
@@ -205,7 +214,8 @@ type replayRun struct {
 	limiter *rate.Limiter // nil without a rate
 	batch   int           // messages per write
 
-	seen    map[string]bool // identities read so far
+	seen    map[string]bool   // identities read so far
+	groups  map[string]*group // every message of the topic
 	pending []kafka.Message
 	ids     []string // identities of pending
 }
@@ -234,8 +244,13 @@ func (r *replayRun) close() {
 
 // step decides what to do with one DLQ message.
 func (r *replayRun) step(m kafka.Message) error {
+	if isMark(m) {
+		return nil
+	}
 	e := inspect(m)
 	id := identity(e.Record, e.Err)
+	g := r.groups[id]
+	e.Copies, e.ReplayCount = g.copies, g.replays
 	r.rep.Examined++
 	st := Step{Entry: e, Action: r.decide(e, id)}
 	r.seen[id] = true
@@ -247,6 +262,8 @@ func (r *replayRun) step(m kafka.Message) error {
 		refusal = e.Err.Error()
 	case ActionCopy:
 		r.rep.Copies++
+	case ActionResolved:
+		r.rep.Resolved++
 	case ActionSend:
 		var err error
 		if st.Message, err = replayMessage(e.Record, r.rep.JobID, r.o.ToTopic, r.o.DLQTopic); err != nil {
@@ -290,6 +307,8 @@ func (r *replayRun) decide(e Entry, id string) Action {
 		return ActionCopy
 	case r.prog.sent[id]:
 		return ActionSent
+	case r.groups[id].resolved:
+		return ActionResolved
 	case e.Err != nil:
 		return ActionUnreadable
 	case e.ReplayCount >= r.o.MaxReplays:
@@ -328,7 +347,8 @@ func (r *replayRun) flush(ctx context.Context) error {
 
 // replayMessage is what a replay sends for a record: the original key, value
 // and headers, to the original topic and partition (or toTopic, partition by
-// key), plus replay.job_id and replay.count = the record's count + 1.
+// key), plus replay.job_id, replay.count = the record's count + 1 and
+// replay.origin, which the worker's dead-letter record of it carries over.
 func replayMessage(rec Record, jobID, toTopic, dlqTopic string) (kafka.Message, error) {
 	m := kafka.Message{Topic: rec.OriginalTopic, Partition: rec.OriginalPartition, Key: rec.Key, Value: rec.Value}
 	if toTopic != "" && toTopic != rec.OriginalTopic {
@@ -339,7 +359,8 @@ func replayMessage(rec Record, jobID, toTopic, dlqTopic string) (kafka.Message, 
 	}
 	m.Headers = append(slices.Clip(rec.Headers), // a record's headers never hold the replay ones
 		kafka.Header{Key: HeaderReplayJob, Value: []byte(jobID)},
-		kafka.Header{Key: HeaderReplayCount, Value: []byte(strconv.Itoa(rec.ReplayCount + 1))})
+		kafka.Header{Key: HeaderReplayCount, Value: []byte(strconv.Itoa(rec.ReplayCount + 1))},
+		kafka.Header{Key: HeaderReplayOrigin, Value: []byte(rec.Root())})
 	return m, nil
 }
 

@@ -105,7 +105,7 @@ func TestReplayDryRunReportsWhatWouldBeSent(t *testing.T) {
 	if p.Topic != c.orig || p.Partition != 0 || string(p.Key) != "m-3" || len(p.Value) == 0 {
 		t.Errorf("first planned %+v", p)
 	}
-	want := []kafka.Header{{Key: "trace", Value: []byte("trace-inv-m3")}, {Key: HeaderReplayJob, Value: []byte("job-dry")}, {Key: HeaderReplayCount, Value: []byte("1")}}
+	want := []kafka.Header{{Key: "trace", Value: []byte("trace-inv-m3")}, {Key: HeaderReplayJob, Value: []byte("job-dry")}, {Key: HeaderReplayCount, Value: []byte("1")}, {Key: HeaderReplayOrigin, Value: []byte(c.orig + "/0/10")}}
 	if !slices.EqualFunc(p.Headers, want, func(a, b kafka.Header) bool { return a.Key == b.Key && string(a.Value) == string(b.Value) }) {
 		t.Errorf("headers %v, want %v", p.Headers, want)
 	}
@@ -154,8 +154,9 @@ func TestReplaySendsOriginalsThenNothing(t *testing.T) {
 		}
 		job, _ := header(m, HeaderReplayJob)
 		count, _ := header(m, HeaderReplayCount)
-		if job != "job-1" || count != strconv.Itoa(s.replays+1) || len(m.Headers) != 3 {
-			t.Errorf("%s: headers %v; want trace, job-1, count %d", s.name, m.Headers, s.replays+1)
+		origin, _ := header(m, HeaderReplayOrigin)
+		if job != "job-1" || count != strconv.Itoa(s.replays+1) || origin != c.orig+"/"+strconv.Itoa(s.origPart)+"/"+strconv.FormatInt(s.origOffset, 10) || len(m.Headers) != 4 {
+			t.Errorf("%s: headers %v; want trace, job-1, count %d, origin", s.name, m.Headers, s.replays+1)
 		}
 	}
 

@@ -16,6 +16,7 @@ type Summary struct {
 	Total      int            `json:"total"`      // messages, readable or not
 	Copies     int            `json:"copies"`     // records beyond the first of their message, not counted elsewhere
 	Unreadable int            `json:"unreadable"` // messages without dead-letter headers
+	Resolved   int            `json:"resolved"`   // messages an operator marked resolved, not counted elsewhere
 	Replayed   int            `json:"replayed"`   // records of payloads that were replayed before (replay count > 0)
 	ByClass    map[Class]int  `json:"by_class"`
 	ByTopic    map[string]int `json:"by_original_topic"`
@@ -46,43 +47,29 @@ func (s *Summary) add(e Entry) {
 	}
 }
 
-// Summarize reads topic twice: to count each message's copies, then to count
-// the messages f selects and hand each (its first record, Copies set) to
-// each, if set. The filter is the one Replay takes, so a listing shows exactly
-// what a replay with the same filter would consider.
+// Summarize reads topic twice: to group each message's records (copies,
+// replays of it that failed again, resolution marks), then to count the
+// unresolved messages f selects and hand each (its first record, Copies set,
+// ReplayCount its latest copy's) to each, if set. The filter is the one
+// Replay takes, so a listing shows exactly what a replay with the same filter
+// would consider.
 func (c *Client) Summarize(ctx context.Context, topic string, f Filter, each func(Entry) error) (*Summary, error) {
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	ranges, err := c.watermarks(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	ranges = f.narrow(ranges)
-	copies := map[string]int{}
-	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
-		copies[identity(FromMessage(m))]++
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	s := &Summary{Topic: topic, Selection: f.key(), Partitions: ranges, ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{}}
-	err = c.scan(ctx, topic, ranges, func(m kafka.Message) error {
-		e := inspect(m)
-		id := identity(e.Record, e.Err)
-		n, counted := copies[id]
-		if counted && n == 0 { // its first record was listed
+	s := &Summary{Topic: topic, Selection: f.key(), ByClass: map[Class]int{}, ByTopic: map[string]int{}, ByMerchant: map[string]int{}}
+	listed := map[string]bool{}
+	var err error
+	s.Partitions, err = c.walk(ctx, topic, f, true, func(e Entry, id string) error {
+		first := !listed[id]
+		listed[id] = true
+		switch {
+		case !first:
 			s.Copies++
-			return nil
-		}
-		e.Copies, copies[id] = max(n, 1), 0
-		if !f.match(e) {
-			return nil
-		}
-		s.add(e)
-		if each != nil {
-			return each(e)
+		case e.Resolved:
+			s.Resolved++
+		default:
+			s.add(e)
+			if each != nil {
+				return each(e)
+			}
 		}
 		return nil
 	})
@@ -90,4 +77,49 @@ func (c *Client) Summarize(ctx context.Context, topic string, f Filter, each fun
 		return nil, err
 	}
 	return s, nil
+}
+
+// Trail returns every record of the messages f selects, copies and the
+// replays that failed again included, in topic order: a message's history,
+// each record with its own replay count and job.
+func (c *Client) Trail(ctx context.Context, topic string, f Filter) ([]Entry, error) {
+	var out []Entry
+	_, err := c.walk(ctx, topic, f, false, func(e Entry, _ string) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// walk groups topic's records by message, then hands fn every record f
+// selects in topic order, with its message's Copies and Resolved (and with
+// latest, ReplayCount its latest copy's), and returns the ranges it read.
+func (c *Client) walk(ctx context.Context, topic string, f Filter, latest bool, fn func(e Entry, id string) error) ([]Range, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	all, err := c.watermarks(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := c.groups(ctx, topic, all)
+	if err != nil {
+		return nil, err
+	}
+	ranges := f.narrow(all)
+	return ranges, c.scan(ctx, topic, ranges, func(m kafka.Message) error {
+		if isMark(m) {
+			return nil
+		}
+		e := inspect(m)
+		id := identity(e.Record, e.Err)
+		g := gs[id]
+		if e.Copies, e.Resolved = g.copies, g.resolved; latest {
+			e.ReplayCount = g.replays
+		}
+		if !f.match(e) {
+			return nil
+		}
+		return fn(e, id)
+	})
 }

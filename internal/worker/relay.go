@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/config"
+	"github.com/quotaflow/billing/internal/logging"
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/writepath"
 )
@@ -20,6 +21,7 @@ func newRelay(cfg config.Config, svc *writepath.Services, m *outbox.Metrics, log
 		Addr: kafka.TCP(cfg.Kafka.Brokers...), Topic: cfg.QuotaEvents.Topic, Transport: svc.Kafka.Transport,
 		Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, MaxAttempts: 1, // the relay retries
 		BatchTimeout: time.Millisecond, BatchSize: relayBatch, WriteTimeout: 10 * time.Second,
+		ErrorLogger: logging.Kafka(log),
 	}
 	r, err := outbox.New(svc.SQL, w, log.With(zap.String("topic", cfg.QuotaEvents.Topic)), m,
 		outbox.Config{BatchSize: relayBatch, Retention: cfg.QuotaEvents.Retention})

@@ -346,9 +346,15 @@ func TestReplayEndToEnd(t *testing.T) {
 		var jobID string
 		for count := 1; count <= 2; count++ {
 			n := len(recs) + refailed
-			// The same selection resumed: the second run sends only the records the first one dead-lettered.
-			rep := g.replay(ctx, dlq.ReplayOptions{Filter: conflicts, ProgressFile: conflictProgress}, nil)
-			if rep.Sent != tr.conflicts || rep.Resumed != (count > 1) || (count > 1 && rep.JobID != jobID) {
+			if count > 1 {
+				// Resumed, the job sends nothing twice: a re-dead-lettered copy is its original's.
+				if rep := g.replay(ctx, dlq.ReplayOptions{Filter: conflicts, ProgressFile: conflictProgress}, nil); rep.Sent != 0 || !rep.Resumed || rep.Copies != tr.conflicts {
+					t.Fatalf("conflict replay %d resumed: %+v, want nothing sent", count, rep)
+				}
+			}
+			// A new job for the selection sends each message again, counted from its latest copy.
+			rep := g.replay(ctx, dlq.ReplayOptions{Filter: conflicts, ProgressFile: conflictProgress, Restart: count > 1}, nil)
+			if rep.Sent != tr.conflicts || rep.Resumed || rep.JobID == jobID {
 				t.Fatalf("conflict replay %d report %+v", count, rep)
 			}
 			jobID = rep.JobID
@@ -365,7 +371,7 @@ func TestReplayEndToEnd(t *testing.T) {
 			refailed += tr.conflicts
 		}
 		hw := g.highWatermarks(ctx, g.topic)
-		rep := g.replay(ctx, dlq.ReplayOptions{Filter: conflicts, ProgressFile: conflictProgress, MaxReplays: 2}, nil)
+		rep := g.replay(ctx, dlq.ReplayOptions{Filter: conflicts, ProgressFile: conflictProgress, MaxReplays: 2, Restart: true}, nil)
 		if rep.Sent != 0 || len(rep.Refused) != tr.conflicts {
 			t.Errorf("replay at the limit: %+v", rep)
 		}

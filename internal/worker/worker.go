@@ -20,6 +20,7 @@ import (
 	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/consumer"
+	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/httpserver"
 	"github.com/quotaflow/billing/internal/outbox"
@@ -140,7 +141,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
 	}
 	if cfg.Admin.Addr != "" {
-		if err = w.listenAdmin(cfg.Admin, m, log); err != nil {
+		if err = w.listenAdmin(cfg, m, log); err != nil {
 			return nil, err
 		}
 	}
@@ -153,9 +154,16 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	return w, nil
 }
 
-// listenAdmin binds the read API (Run serves it): the balance view of quota show and the ledger store.
-func (w *Worker) listenAdmin(cfg config.Admin, m *workerMetrics, log *zap.Logger) (err error) {
-	api, err := adminapi.New(w.path.Deductor, w.path.Ledger, adminapi.Options{TokenFile: cfg.TokenFile, Rate: cfg.Rate, Burst: cfg.Burst}, log, m.admin)
+// listenAdmin binds the read API (Run serves it): the balance view of quota
+// show, the ledger store, and the event lookup of billingctl event show.
+func (w *Worker) listenAdmin(c config.Config, m *workerMetrics, log *zap.Logger) (err error) {
+	dc, err := dlq.NewClient(dlq.Broker{Addrs: c.Kafka.Brokers, Dialer: w.svc.Kafka.Dialer, Transport: w.svc.Kafka.Transport})
+	if err != nil {
+		return err
+	}
+	cfg := c.Admin
+	api, err := adminapi.New(w.path.Deductor, w.path.Ledger, adminapi.NewEvents(w.svc.SQL, dc, c.Kafka.DLQTopic),
+		adminapi.Options{TokenFile: cfg.TokenFile, Rate: cfg.Rate, Burst: cfg.Burst}, log, m.admin)
 	if err != nil {
 		return err
 	}
