@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -173,23 +172,6 @@ func TestVariablesDocumented(t *testing.T) {
 	read = slices.Compact(read)
 	if !slices.Equal(read, documented) {
 		t.Fatalf("read %v\ndocumented %v", read, documented)
-	}
-}
-
-// The README keeps every variable with its default.
-func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range Variables() {
-		row := "| `" + v.Name + "` |"
-		if v.Default != "" {
-			row += " `" + v.Default + "` |"
-		}
-		if !strings.Contains(string(readme), row) {
-			t.Errorf("README lacks the row %q", row)
-		}
 	}
 }
 

@@ -33,17 +33,21 @@ var Placeholders = map[string]string{"$labels.class": "conflict", "$labels.kind"
 	"M": "m-1", "N": "1"}
 
 // Sources are the documentation files under root that quote commands: the
-// README, the alert rules, the rollback runbook, and every file named like a runbook.
+// README, docs/*.md, the alert rules, and every file named like a runbook.
 func Sources(root string) ([]string, error) {
-	out := []string{filepath.Join(root, "README.md"), filepath.Join(root, "deployments", "helm", "billing", "files", "alerts.yml"),
-		filepath.Join(root, "docs", "rollback.md")}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	out := append([]string{filepath.Join(root, "README.md")}, docs...)
+	out = append(out, filepath.Join(root, "deployments", "helm", "billing", "files", "alerts.yml"))
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
 			return err
 		case d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != root:
 			return filepath.SkipDir
-		case !d.IsDir() && strings.Contains(strings.ToLower(d.Name()), "runbook") &&
+		case !d.IsDir() && !slices.Contains(out, path) && strings.Contains(strings.ToLower(d.Name()), "runbook") &&
 			slices.Contains([]string{".md", ".yml", ".yaml", ".txt"}, filepath.Ext(d.Name())):
 			out = append(out, path)
 		}

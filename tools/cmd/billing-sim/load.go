@@ -28,12 +28,16 @@ type loadFlags struct {
 	// versus runs this many rounds of a uniform run and then the configured
 	// one, alternately, and compares them (hot merchants: shards vs uniform).
 	versus int
+	vary   string // a sweep: KEY=v1,v2,...
+	plot   string // an SVG of the run's own data
 }
 
 const loadUsage = `billing-sim load: measure the billing-worker binary black-box
 
   billing-sim load [--workers N] [--events N] [--ledger-rows N] [--rate N | --soak 10m] [--json-file F] [--output text|json] ...
   billing-sim load --hot 0.9 --shards 8 --versus-uniform 2
+  billing-sim load --vary WORKER_BATCH_SIZE=256,1024,2048 --plot batch.svg
+  billing-sim load --rate 5000 --plot latency.svg
 
 Runs the real billing-worker processes against a broker, the local MariaDB and
 Redis, on a database, key prefix and topics of its own, and reports (with
@@ -72,11 +76,20 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.DurationVar(&o.Stall, "stall", time.Minute, "fail when the ledger does not move for this long")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.StringVar(&f.jsonFile, "json-file", "", "also write the result as JSON to this file")
+	fs.StringVar(&f.vary, "vary", "", "a sweep: one run per value of a worker variable (WORKER_BATCH_SIZE=256,1024) or of ledger-rows=0,1000000")
+	fs.StringVar(&f.plot, "plot", "", "write an SVG: events/s against the --vary values, or a paced run's (--rate) latency distribution")
 	output := fs.Output()
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	f.output, o.Rate = *output, float64(f.rate)
+	if f.vary != "" {
+		if _, err := load.ParseVary(f.vary); err != nil {
+			return f, fs.Fail("%v", err)
+		}
+	} else if f.plot != "" && o.Rate == 0 {
+		return f, fs.Fail("--plot draws a sweep (--vary) or a paced run's latency (--rate)")
+	}
 	if f.soak > 0 {
 		if o.Rate == 0 {
 			o.Rate = 5000
@@ -128,7 +141,13 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 	if f.versus > 0 {
 		return versusUniform(ctx, d.stdout, o, f.versus)
 	}
+	if f.vary != "" {
+		return sweep(ctx, d.stdout, o, f)
+	}
 	res, err := load.Run(ctx, o)
+	if f.plot != "" && err == nil {
+		err = writePlot(f.plot, func(w io.Writer) error { return load.PlotLatency(w, res) })
+	}
 	switch {
 	case res.EventsPerSec <= 0:
 	case f.output == cli.JSON:
@@ -172,6 +191,28 @@ func versusUniform(ctx context.Context, w io.Writer, o load.Options, rounds int)
 		fmt.Fprintln(w, l)
 	}
 	return nil
+}
+
+// sweep runs one load per --vary value, prints each, and plots events/s
+// against the values.
+func sweep(ctx context.Context, w io.Writer, o load.Options, f loadFlags) error {
+	v, _ := load.ParseVary(f.vary) // parsed with the flags
+	results, err := load.Sweep(ctx, o, v, func(r load.Result) { writeLoad(w, r, false); fmt.Fprintln(w) })
+	for i, r := range results {
+		fmt.Fprintf(w, "sweep       %s=%s: %.0f events/s, %.1f µs/event\n", v.Key, v.Values[i], r.EventsPerSec, serverCPU(r))
+	}
+	if err == nil && f.plot != "" {
+		err = writePlot(f.plot, func(w io.Writer) error { return load.PlotSweep(w, v, results) })
+	}
+	return err
+}
+
+func writePlot(path string, draw func(io.Writer) error) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(draw(file), file.Close())
 }
 
 // serverCPU is the CPU per event of the worker(s), mariadbd and redis-server.

@@ -280,6 +280,9 @@ type Latency struct {
 	P99MS         float64 `json:"p99_ms"`
 	P999MS        float64 `json:"p999_ms"`
 	MaxMS         float64 `json:"max_ms"`
+	// PercentileMS[k] is the k/100 quantile (the last: max), the
+	// distribution --plot draws.
+	PercentileMS []float64 `json:"percentile_ms,omitempty"`
 }
 
 // Memory is one worker's resident set and Go heap over the run.

@@ -175,5 +175,9 @@ func summarize(us []int64) Latency {
 	}
 	slices.Sort(us)
 	quantile := func(q float64) float64 { return float64(us[min(len(us)-1, int(q*float64(len(us))))]) / 1000 }
-	return Latency{Count: len(us), P50MS: quantile(0.5), P99MS: quantile(0.99), P999MS: quantile(0.999), MaxMS: float64(us[len(us)-1]) / 1000}
+	l := Latency{Count: len(us), P50MS: quantile(0.5), P99MS: quantile(0.99), P999MS: quantile(0.999), MaxMS: float64(us[len(us)-1]) / 1000}
+	for k := range 101 {
+		l.PercentileMS = append(l.PercentileMS, quantile(float64(k)/100))
+	}
+	return l
 }
