@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // balanceColumns are the merchant_balance columns scanBalance reads.
@@ -74,7 +76,7 @@ func (s *Store) loadBooks(ctx context.Context, tx *sql.Tx, bals []Balance, befor
 	if len(ids) == 0 {
 		return books, nil
 	}
-	in, args := InList(ids)
+	in, args := sqltx.InList(ids)
 	err := s.query(ctx, tx, "SELECT "+grantColumns+" FROM quota_grants WHERE merchant_id IN ("+in+") AND state = 'active' FOR UPDATE",
 		args, func(rows *sql.Rows) error {
 			g, err := scanGrant(rows)
@@ -319,7 +321,7 @@ func (s *Store) Grants(ctx context.Context, merchants []string, ended int) (map[
 	if len(merchants) == 0 {
 		return out, nil
 	}
-	in, args := InList(merchants)
+	in, args := sqltx.InList(merchants)
 	cols := strings.ReplaceAll("g."+grantColumns, ", ", ", g.")
 	cols = strings.Replace(cols, "g.remaining", RemainingSQL, 1)
 	q := "SELECT " + cols + " FROM quota_grants g JOIN merchant_balance b ON b.merchant_id = g.merchant_id WHERE g.merchant_id IN (" + in + ")"

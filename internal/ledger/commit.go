@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // Commit records one batch (debits and rejections; Grant writes credits) in
@@ -51,7 +53,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	update, args := balanceMove(merchants, debits, rowCounts(rows))
 	wrote := false // the committed attempt wrote balance events
 	for attempt := 1; ; attempt++ {
-		err := s.inSQLTxOpts(ctx, readCommitted, func(ctx context.Context, tx *sql.Tx) error {
+		err := s.inSQLTxOpts(ctx, sqltx.ReadCommitted, func(ctx context.Context, tx *sql.Tx) error {
 			if err := s.assignIDs(rows, fresh); err != nil {
 				return err
 			}
@@ -105,7 +107,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 		case guard != nil:
 			return guard
 		}
-		if attempt >= attempts {
+		if attempt >= sqltx.Attempts {
 			return fmt.Errorf("ledger: gave up after %d attempts: the balance guard refused the batch but every balance covers it", attempt)
 		}
 	}
@@ -146,7 +148,7 @@ func balanceMove(merchants []string, debits, rows map[string]int64) (sql string,
 	}
 	debit, debitArgs := caseOf(debited, debits)
 	count, countArgs := caseOf(merchants, rows)
-	in, ids := InList(merchants)
+	in, ids := sqltx.InList(merchants)
 	sql = "UPDATE merchant_balance FORCE INDEX (PRIMARY) SET debited = debited + " + debit + ", seq = seq + " + count +
 		" WHERE merchant_id IN (" + in + ") AND (next_expiry IS NULL OR next_expiry > UTC_TIMESTAMP(6))"
 	args = append(append(append(args, debitArgs...), countArgs...), ids...)
@@ -155,7 +157,7 @@ func balanceMove(merchants []string, debits, rows map[string]int64) (sql string,
 	}
 	guard := "overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= " + debit
 	if len(rest) > 0 {
-		restIn, restIDs := InList(rest)
+		restIn, restIDs := sqltx.InList(rest)
 		guard = "merchant_id IN (" + restIn + ") OR " + guard
 		args = append(args, restIDs...)
 	}
@@ -227,7 +229,7 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 // create it before this commits, but the rejection was decided while it
 // did not exist, and the merchant locks keep the two apart anyway.)
 func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]Balance, error) {
-	in, args := InList(merchants)
+	in, args := sqltx.InList(merchants)
 	bals := make([]Balance, 0, len(merchants))
 	err := s.query(ctx, tx, "SELECT "+balanceColumns+" FROM merchant_balance WHERE merchant_id IN ("+in+")",
 		args, func(rows *sql.Rows) error {

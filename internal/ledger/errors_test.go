@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -45,14 +44,6 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("refused event = %q, want %q", re.EventID, tc.eventID)
 			}
 		})
-	}
-}
-
-func TestContention(t *testing.T) {
-	for n, want := range map[uint16]bool{1213: true, 1205: true, 1062: false, 2006: false} {
-		if got := contention(fmt.Errorf("commit: %w", &mysql.MySQLError{Number: n})); got != want {
-			t.Errorf("contention(%d) = %v, want %v", n, got, want)
-		}
 	}
 }
 

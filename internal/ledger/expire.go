@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // DueExpiries lists up to limit merchants with an expiry due by MySQL's
@@ -18,7 +20,7 @@ func (s *Store) DueAmong(ctx context.Context, merchants []string) ([]string, err
 	if len(merchants) == 0 {
 		return nil, nil
 	}
-	in, args := InList(merchants)
+	in, args := sqltx.InList(merchants)
 	return s.merchantIDs(ctx, "SELECT merchant_id FROM merchant_balance WHERE merchant_id IN ("+in+") AND next_expiry <= UTC_TIMESTAMP(6) ORDER BY merchant_id", args)
 }
 
@@ -52,9 +54,9 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 	}
 	var moved []string
 	wrote := false
-	err := s.inSQLTxOpts(ctx, readCommitted, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.inSQLTxOpts(ctx, sqltx.ReadCommitted, func(ctx context.Context, tx *sql.Tx) error {
 		moved, wrote = nil, false
-		in, args := InList(merchants)
+		in, args := sqltx.InList(merchants)
 		var bals []Balance
 		var now time.Time
 		err := s.query(ctx, tx, "SELECT "+balanceColumns+", UTC_TIMESTAMP(6) FROM merchant_balance WHERE merchant_id IN ("+in+") ORDER BY merchant_id FOR UPDATE",

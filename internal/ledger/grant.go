@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // Credit is one grant to record: ID is the grant id, the row's event_id.
@@ -54,7 +56,7 @@ func (s *Store) Grant(ctx context.Context, credits []Credit) ([]Credited, error)
 	for attempt := 0; ; attempt++ {
 		var out []Credited
 		wrote := false // the committed attempt wrote balance events
-		err := s.inSQLTxOpts(ctx, readCommitted, func(ctx context.Context, tx *sql.Tx) error {
+		err := s.inSQLTxOpts(ctx, sqltx.ReadCommitted, func(ctx context.Context, tx *sql.Tx) error {
 			existing, err := s.existingEvents(ctx, prepared{stmts: s.stmts, tx: tx}, ids)
 			if err != nil {
 				return err
@@ -177,7 +179,7 @@ func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, credits []Row, ter
 	evs := s.txEvents(rows, bals)
 	// The base of percentage thresholds is now the balance after the credits
 	// (read as it was before them by txEvents).
-	in, ids := InList(merchants)
+	in, ids := sqltx.InList(merchants)
 	if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET low_base = credited - debited WHERE merchant_id IN ("+in+")", ids); err != nil {
 		return nil, false, fmt.Errorf("ledger: credit %d merchant(s): %w", len(merchants), err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // ExistingEvents returns the ledger rows (id, event_id, merchant_id, kind,
@@ -20,7 +22,7 @@ func (s *Store) ExistingEvents(ctx context.Context, eventIDs []string) (map[stri
 func (s *Store) existingEvents(ctx context.Context, c conn, eventIDs []string) (map[string]Row, error) {
 	out := make(map[string]Row, len(eventIDs))
 	for off := 0; off < len(eventIDs); off += maxInList {
-		in, args := InList(padPow2(eventIDs[off:min(off+maxInList, len(eventIDs))]))
+		in, args := sqltx.InList(padPow2(eventIDs[off:min(off+maxInList, len(eventIDs))]))
 		err := s.query(ctx, c,
 			"SELECT id, event_id, merchant_id, kind, amount, balance_after FROM quota_ledger WHERE event_id IN ("+in+")",
 			args, func(rows *sql.Rows) error {

@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/sync/semaphore"
 	"gorm.io/gorm"
+
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // IDSource issues unique ledger row ids (Snowflake ids in production).
@@ -120,25 +122,16 @@ func (s *Store) inSQLTx(ctx context.Context, fn func(ctx context.Context, tx *sq
 	return s.inSQLTxOpts(ctx, nil, fn)
 }
 
-// readCommitted is the isolation of the transactions that write grants
-// (Commit, Grant, Expire): their locking read of a merchant's active grants
-// then locks the rows it finds and no gap beside them, where neighbouring
-// merchants' grants are inserted (under REPEATABLE READ those gap locks made
-// transactions of unrelated merchants deadlock). Their consistency comes
-// from the balance rows they lock first, not from gaps. It costs one
-// statement per transaction.
-var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-
 func (s *Store) inSQLTxOpts(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	return s.retryTx(ctx, func(ctx context.Context) error {
-		return InTx(ctx, s.sql, opts, func(tx *sql.Tx) error { return fn(ctx, tx) })
+		return sqltx.Run(ctx, s.sql, opts, func(tx *sql.Tx) error { return fn(ctx, tx) })
 	})
 }
 
 // retryTx runs one transaction per attempt, each bounded by MaxTxAge, again
 // after a deadlock or a lock wait timeout (RetryDeadlocks).
 func (s *Store) retryTx(ctx context.Context, tx func(ctx context.Context) error) error {
-	return RetryDeadlocks(ctx, s.metrics.deadlockRetries.Inc, func() error {
+	return sqltx.RetryDeadlocks(ctx, s.metrics.deadlockRetries.Inc, func() error {
 		start := time.Now()
 		tctx, cancel := context.WithTimeout(ctx, MaxTxAge)
 		defer cancel()

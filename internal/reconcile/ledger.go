@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/ledger"
+
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // checkpoint is a reconcile_checkpoints row: the credit and debit sums of a
@@ -75,7 +77,7 @@ func readLedger(ctx context.Context, db *sql.DB, merchants []string, full bool) 
 }
 
 func readBases(ctx context.Context, tx *sql.Tx, merchants []string, full bool, views map[string]ledgerView) error {
-	in, args := ledger.InList(merchants)
+	in, args := sqltx.InList(merchants)
 	return query(ctx, tx, "read checkpoints", func(rows *sql.Rows) error {
 		var m string
 		var v ledgerView
@@ -92,7 +94,7 @@ func readBases(ctx context.Context, tx *sql.Tx, merchants []string, full bool, v
 
 // readGrants sums each merchant's active grants' remaining (ledger.RemainingSQL).
 func readGrants(ctx context.Context, tx *sql.Tx, merchants []string, views map[string]ledgerView) error {
-	in, args := ledger.InList(merchants)
+	in, args := sqltx.InList(merchants)
 	return query(ctx, tx, "sum grants", func(rows *sql.Rows) error {
 		var m string
 		var left, n int64
@@ -110,7 +112,7 @@ func readGrants(ctx context.Context, tx *sql.Tx, merchants []string, views map[s
 // through the (merchant_id, seq) index. The index is forced: a range on the
 // primary key would scan the whole ledger for every page.
 func readSums(ctx context.Context, tx *sql.Tx, merchants []string, views map[string]ledgerView) error {
-	in, args := ledger.InList(merchants)
+	in, args := sqltx.InList(merchants)
 	after := make([]any, 0, 2*len(merchants))
 	cases := ""
 	for _, m := range merchants {
@@ -191,7 +193,7 @@ func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint,
 	}
 	update := fmt.Sprintf(`credited = IF(%[1]s, VALUES(credited), credited), debited = IF(%[1]s, VALUES(debited), debited),
 		last_seq = IF(%[1]s, VALUES(last_seq), last_seq)`, move)
-	err := ledger.RetryDeadlocks(ctx, nil, func() error {
+	err := sqltx.RetryDeadlocks(ctx, nil, func() error {
 		_, err := db.ExecContext(ctx, "INSERT INTO reconcile_checkpoints (merchant_id, last_seq, credited, debited) VALUES "+
 			strings.Join(vals, ",")+" ON DUPLICATE KEY UPDATE "+update, args...)
 		return err

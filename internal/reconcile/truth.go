@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/quotaflow/billing/internal/ledger"
+
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // balance is a merchant_balance row.
@@ -36,7 +38,7 @@ func readTruth(ctx context.Context, db *sql.DB, merchants, eventIDs []string) (m
 	balances, debited := make(map[string]balance, len(merchants)), make(map[string]string)
 	err := snapshot(ctx, db, func(tx *sql.Tx) error {
 		for part := range slices.Chunk(merchants, maxInList) {
-			in, args := ledger.InList(part)
+			in, args := sqltx.InList(part)
 			err := query(ctx, tx, "read balances", func(rows *sql.Rows) error {
 				var m string
 				var b balance
@@ -49,7 +51,7 @@ func readTruth(ctx context.Context, db *sql.DB, merchants, eventIDs []string) (m
 			}
 		}
 		for part := range slices.Chunk(eventIDs, maxInList) {
-			in, args := ledger.InList(part)
+			in, args := sqltx.InList(part)
 			err := query(ctx, tx, "read pending events", func(rows *sql.Rows) error {
 				var e, m string
 				err := rows.Scan(&e, &m)
@@ -86,5 +88,5 @@ func query(ctx context.Context, db interface {
 // snapshot runs fn in a read-only REPEATABLE READ transaction: every statement
 // of fn sees the same committed state.
 func snapshot(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	return ledger.InTx(ctx, db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
+	return sqltx.Run(ctx, db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
 }

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // Layout is a merchant's shard count, and the count of the layout a
@@ -53,7 +53,7 @@ func (s *Store) Layouts(ctx context.Context, merchantIDs []string) (map[string]L
 	if len(merchantIDs) == 0 {
 		return out, nil
 	}
-	in, args := ledger.InList(merchantIDs)
+	in, args := sqltx.InList(merchantIDs)
 	q := "SELECT merchant_id, shards, COALESCE(folding_from, 0) FROM merchant_shards WHERE merchant_id IN (" + in + ")"
 	for _, m := range merchantIDs {
 		out[m] = Layout{Shards: 1}

@@ -9,12 +9,14 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // inTx runs fn in a transaction, again when the server rolled it back
 // (deadlock) or timed out a lock wait. retries counts the retries.
 func inTx(ctx context.Context, db *sql.DB, retries *atomic.Int64, fn func(*sql.Tx) error) error {
-	return ledger.RetryDeadlocks(ctx, func() { retries.Add(1) }, func() error { return ledger.InTx(ctx, db, nil, fn) })
+	return sqltx.RetryDeadlocks(ctx, func() { retries.Add(1) }, func() error { return sqltx.Run(ctx, db, nil, fn) })
 }
 
 // nextSeq moves a merchant's balance row by debit and takes the seq of its
