@@ -2,6 +2,7 @@ package adminapi_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -18,18 +19,19 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap/zaptest"
-	gormmysql "gorm.io/driver/mysql"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
+	_ "github.com/go-sql-driver/mysql"
 	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
+
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/writepath"
+
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 const openAPIPath = "../../api/openapi.yaml"
@@ -200,17 +202,12 @@ func brokenAPI(t *testing.T, tokenPath string) *adminapi.API {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: deadAddr(), MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSN: "root@tcp(" + deadAddr() + ")/billing?parseTime=true&timeout=1s", SkipInitializeWithVersion: true}),
-		&gorm.Config{DisableAutomaticPing: true, Logger: logger.Discard})
+	db, err := sql.Open("mysql", "root@tcp("+deadAddr()+")/billing?parseTime=true&timeout=1s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sqlDB.Close() })
-	store, err := ledger.New(db, nil, nil, ledger.Options{})
+	t.Cleanup(func() { _ = db.Close() })
+	store, err := ledgerdb.New(db, nil, nil, ledgerdb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

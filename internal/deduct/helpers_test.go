@@ -15,6 +15,8 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/testenv"
+
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // counterIDs is a test IDSource: an atomic counter.
@@ -34,7 +36,7 @@ type env struct {
 	redis  *testenv.Redis
 	mysql  *testenv.MySQL
 	ids    *counterIDs
-	store  *ledger.Store
+	store  *ledgerdb.Store
 	locker *testLocker
 	d      *Deductor
 }
@@ -48,8 +50,8 @@ func newEnv(t testing.TB) *env {
 	return e
 }
 
-func (e *env) newStore() *ledger.Store {
-	s, err := ledger.New(e.mysql.DB, e.ids, nil, ledger.Options{})
+func (e *env) newStore() *ledgerdb.Store {
+	s, err := ledgerdb.New(e.mysql.SQL, e.ids, nil, ledgerdb.Options{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

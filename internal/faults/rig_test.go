@@ -22,6 +22,8 @@ import (
 	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
 	"github.com/quotaflow/billing/internal/writepath"
+
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Timings of every scenario: short enough that a lost lock, a lapsed lease and
@@ -154,7 +156,7 @@ func (g *rig) newGranter() *deduct.Deductor {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	store, err := ledger.New(g.db.DB, snowflakes{gen}, nil, ledger.Options{})
+	store, err := ledgerdb.New(g.db.SQL, snowflakes{gen}, nil, ledgerdb.Options{})
 	if err != nil {
 		g.t.Fatal(err)
 	}

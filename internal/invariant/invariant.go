@@ -22,6 +22,8 @@ import (
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/shard"
+
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Produced is what went into the topic, as the producer knows it.
@@ -145,19 +147,38 @@ type grantAccount struct {
 	Paid, Expired, Expires, Debt int64
 }
 
-// checkGrants: each merchant's active grants' remaining (ledger.RemainingSQL)
+// checkGrants: each merchant's active grants' remaining (ledgerdb.ReadGrants)
 // sums to max(available, 0); each grant's units are remaining, paid (debits
 // naming it, whole or in quota_attribution) or expired (its one expire row),
 // with nothing left over unless a debt took it (never under reject); an
 // expired grant has nothing remaining.
 func checkGrants(ctx context.Context, r *Report, db *gorm.DB) error {
-	var accounts []grantAccount
-	err := db.WithContext(ctx).Raw(`SELECT g.grant_id, g.merchant_id, g.state, g.amount,
-		` + ledger.RemainingSQL + ` AS remaining,
-		IF(b.overdraft_policy = 'reject', 0, 1) AS debt
-		FROM quota_grants g JOIN merchant_balance b ON b.merchant_id = g.merchant_id`).Scan(&accounts).Error
+	var bals []ledger.Balance
+	if err := db.WithContext(ctx).Raw("SELECT merchant_id, credited, debited, overdraft_policy FROM merchant_balance WHERE merchant_id IN (SELECT merchant_id FROM quota_grants)").Scan(&bals).Error; err != nil {
+		return fmt.Errorf("invariant: read balances: %w", err)
+	}
+	pool, err := db.DB()
 	if err != nil {
-		return fmt.Errorf("invariant: read grants: %w", err)
+		return fmt.Errorf("invariant: %w", err)
+	}
+	var accounts []grantAccount
+	for part := range slices.Chunk(bals, 1000) {
+		merchants := make([]string, len(part))
+		debt := make(map[string]int64, len(part))
+		for i, b := range part {
+			merchants[i] = b.MerchantID
+			if b.PolicyKind != ledger.PolicyReject {
+				debt[b.MerchantID] = 1
+			}
+		}
+		grants, err := ledgerdb.ReadGrants(ctx, pool, merchants)
+		if err != nil {
+			return fmt.Errorf("invariant: read grants: %w", err)
+		}
+		for _, g := range grants {
+			accounts = append(accounts, grantAccount{GrantID: g.ID, MerchantID: g.MerchantID, State: string(g.State),
+				Amount: g.Amount, Remaining: g.Remaining, Debt: debt[g.MerchantID]})
+		}
 	}
 	// What each grant's units became, from one pass over the rows that name a
 	// grant (quota_ledger.grant_id has no index: a query per grant would scan
@@ -202,10 +223,6 @@ func checkGrants(ctx context.Context, r *Report, db *gorm.DB) error {
 		}
 	}
 	r.Checked["grants"] = len(accounts)
-	var bals []ledger.Balance
-	if err := db.WithContext(ctx).Raw("SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN (SELECT merchant_id FROM quota_grants)").Scan(&bals).Error; err != nil {
-		return fmt.Errorf("invariant: read balances: %w", err)
-	}
 	for _, b := range bals {
 		if want := max(0, b.Available()); left[b.MerchantID] != want {
 			r.fail(Grants, "merchant %s: active grants' remaining %d != max(available, 0) = %d", b.MerchantID, left[b.MerchantID], want)

@@ -2,23 +2,18 @@ package ledger
 
 import (
 	"errors"
-	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/go-sql-driver/mysql"
-	"gorm.io/gorm"
-
-	"github.com/quotaflow/billing/internal/failure"
 )
 
 // Sentinel errors; errors.As gives *GuardError and *RefusedError their details.
 var (
-	ErrGuard     = errors.New("ledger: balance guard refused the debit")
-	ErrDuplicate = errors.New("ledger: duplicate ledger row") // rolled back
-	ErrConflict  = errors.New("ledger: event id already recorded with different content")
-	ErrRefused   = errors.New("ledger: value refused by the database")
+	// ErrUnknownMerchant: the merchant has no merchant_balance row (grant first).
+	ErrUnknownMerchant = errors.New("ledger: merchant unknown to billing (no merchant_balance row)")
+	ErrGuard           = errors.New("ledger: balance guard refused the debit")
+	ErrDuplicate       = errors.New("ledger: duplicate ledger row") // rolled back
+	ErrConflict        = errors.New("ledger: event id already recorded with different content")
+	ErrRefused         = errors.New("ledger: value refused by the database")
 )
 
 // GuardError names a merchant whose cached balance disagrees with MySQL: the
@@ -71,68 +66,3 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrRefused) hold.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
-
-func duplicate(err error) bool {
-	return failure.MySQLNumber(err) == failure.MySQLDupEntry || errors.Is(err, gorm.ErrDuplicatedKey)
-}
-
-func refused(err error) bool {
-	switch failure.MySQLNumber(err) {
-	case failure.MySQLDataTooLong, failure.MySQLOutOfRange, failure.MySQLTruncated, failure.MySQLIncorrectValue,
-		failure.MySQLBadDatetime, failure.MySQLNotNull, failure.MySQLValueOutOfRange, failure.MySQLCheckMySQL,
-		failure.MySQLCheckMariaDB:
-		return true
-	}
-	return errors.Is(err, gorm.ErrCheckConstraintViolated)
-}
-
-var atRow = regexp.MustCompile(`at row (\d+)\s*$`)
-
-// refusedRow returns the 0-based row of a multi-row INSERT named by the
-// server's message ("... at row N"), or -1.
-func refusedRow(err error) int {
-	var me *mysql.MySQLError
-	if !errors.As(err, &me) {
-		return -1
-	}
-	m := atRow.FindStringSubmatch(strings.TrimSpace(me.Message))
-	if m == nil {
-		return -1
-	}
-	n, convErr := strconv.Atoi(m[1])
-	if convErr != nil || n < 1 {
-		return -1
-	}
-	return n - 1
-}
-
-// chunkError remembers where in rows a failed INSERT statement started.
-type chunkError struct {
-	offset int
-	err    error
-}
-
-func (e *chunkError) Error() string { return e.err.Error() }
-func (e *chunkError) Unwrap() error { return e.err }
-
-// classify turns a failed transaction into the package's errors.
-func classify(err error, rows []Row) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrGuard):
-		return err
-	case duplicate(err):
-		return fmt.Errorf("%w: %w", ErrDuplicate, err)
-	case refused(err):
-		re := &RefusedError{Err: err}
-		var ce *chunkError
-		if errors.As(err, &ce) {
-			if i := refusedRow(err); i >= 0 && ce.offset+i < len(rows) {
-				re.EventID = rows[ce.offset+i].EventID
-			}
-		}
-		return re
-	}
-	return fmt.Errorf("ledger: commit: %w", err)
-}

@@ -12,6 +12,8 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 
 	"github.com/quotaflow/billing/internal/sqltx"
+
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // checkpoint is a reconcile_checkpoints row: the credit and debit sums of a
@@ -92,20 +94,21 @@ func readBases(ctx context.Context, tx *sql.Tx, merchants []string, full bool, v
 		WHERE b.merchant_id IN (`+in+`)`, args...)
 }
 
-// readGrants sums each merchant's active grants' remaining (ledger.RemainingSQL).
+// readGrants sums each merchant's active grants' remaining and counts its
+// grants.
 func readGrants(ctx context.Context, tx *sql.Tx, merchants []string, views map[string]ledgerView) error {
-	in, args := sqltx.InList(merchants)
-	return query(ctx, tx, "sum grants", func(rows *sql.Rows) error {
-		var m string
-		var left, n int64
-		err := rows.Scan(&m, &left, &n)
-		v := views[m]
-		v.GrantsLeft, v.Grants = left, n
-		views[m] = v
-		return err
-	}, `SELECT b.merchant_id, COALESCE(SUM(CASE WHEN g.state = 'active' THEN `+ledger.RemainingSQL+` END), 0), COUNT(g.grant_id)
-		FROM merchant_balance b JOIN quota_grants g ON g.merchant_id = b.merchant_id
-		WHERE b.merchant_id IN (`+in+`) GROUP BY b.merchant_id`, args...)
+	grants, err := ledgerdb.ReadGrants(ctx, tx, merchants)
+	if err != nil {
+		return fmt.Errorf("reconcile: sum grants: %w", err)
+	}
+	for _, g := range grants {
+		v := views[g.MerchantID]
+		if v.Grants++; g.State == ledger.GrantActive {
+			v.GrantsLeft += g.Remaining
+		}
+		views[g.MerchantID] = v
+	}
+	return nil
 }
 
 // readSums adds up each merchant's ledger rows after its base (readBases)

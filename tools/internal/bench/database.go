@@ -14,6 +14,8 @@ import (
 
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/scenario"
+
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // DefaultAdminDSN is the server the bench creates its databases on.
@@ -94,7 +96,7 @@ const grantChunk = 500
 
 // grant gives every merchant a balance row credited with quota and the
 // matching credit ledger row, as billingctl quota grant would.
-func grant(ctx context.Context, db *gorm.DB, ids ledger.IDSource, merchants []string, quota int64, at time.Time) error {
+func grant(ctx context.Context, db *gorm.DB, ids ledgerdb.IDSource, merchants []string, quota int64, at time.Time) error {
 	balances := make([]ledger.Balance, len(merchants))
 	rows := make([]ledger.Row, len(merchants))
 	first := int64(1)
@@ -107,7 +109,14 @@ func grant(ctx context.Context, db *gorm.DB, ids ledger.IDSource, merchants []st
 	if err := db.CreateInBatches(balances, grantChunk).Error; err != nil {
 		return fmt.Errorf("bench: grant quota: %w", err)
 	}
-	if err := ledger.WithIDs(db, ids).CreateInBatches(rows, grantChunk).Error; err != nil {
+	rowIDs := make([]int64, len(rows))
+	if err := ids.NextIDs(rowIDs); err != nil {
+		return fmt.Errorf("bench: grant quota: %w", err)
+	}
+	for i := range rows {
+		rows[i].ID = rowIDs[i]
+	}
+	if err := db.CreateInBatches(rows, grantChunk).Error; err != nil {
 		return fmt.Errorf("bench: grant quota: %w", err)
 	}
 	return nil

@@ -9,9 +9,10 @@ import (
 
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
-	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/writepath"
+
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Pipeline is the batched write path (internal/deduct): per lane batch, the
@@ -34,7 +35,7 @@ func (s *Pipeline) Batched() bool { return true }
 func (s *Pipeline) RedisBalances() bool { return true }
 
 // Setup implements Strategy. It wires internal/deduct the way the worker does:
-// the worker's lock adapter (writepath.MerchantLocks), a ledger.Store on the
+// the worker's lock adapter (writepath.MerchantLocks), a ledgerdb.Store on the
 // strategy's database, the strategy's Redis prefix. Redis balances are hydrated lazily by the
 // Deductor (a missing quota hash is read from merchant_balance under the lock).
 func (s *Pipeline) Setup(_ context.Context, env *Env) error {
@@ -42,7 +43,7 @@ func (s *Pipeline) Setup(_ context.Context, env *Env) error {
 	if err != nil {
 		return fmt.Errorf("bench: pipeline lock client: %w", err)
 	}
-	store, err := ledger.New(env.GORM, env.IDs, nil, ledger.Options{})
+	store, err := ledgerdb.New(env.DB, env.IDs, nil, ledgerdb.Options{})
 	if err != nil {
 		return errors.Join(fmt.Errorf("bench: pipeline ledger: %w", err), locks.Close())
 	}

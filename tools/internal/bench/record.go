@@ -11,6 +11,8 @@ import (
 	"github.com/quotaflow/billing/internal/ledger"
 
 	"github.com/quotaflow/billing/internal/sqltx"
+
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // inTx runs fn in a transaction, again when the server rolled it back
@@ -42,21 +44,20 @@ func nextSeq(ctx context.Context, tx *sql.Tx, merchantID string, debit int64, gu
 
 // insertLedger writes the one ledger row of e, the merchant's seq-th.
 // balanceAfter < 0 stores NULL and seq 0 none (an unknown merchant).
-func insertLedger(ctx context.Context, tx *sql.Tx, ids ledger.IDSource, e event.PaymentSucceeded, kind ledger.Kind, reason string, balanceAfter, seq int64) error {
+func insertLedger(ctx context.Context, tx *sql.Tx, ids ledgerdb.IDSource, e event.PaymentSucceeded, kind ledger.Kind, reason string, balanceAfter, seq int64) error {
 	var id [1]int64
 	if err := ids.NextIDs(id[:]); err != nil {
 		return fmt.Errorf("bench: ledger id: %w", err)
 	}
-	row := ledger.Row{ID: id[0], EventID: e.EventID, MerchantID: e.MerchantID, Kind: kind, Amount: e.Amount, Reason: reason,
-		PaymentID: e.PaymentID, Source: string(e.Source), OccurredAt: e.OccurredAt, CreatedAt: time.Now().UTC()}
+	var after, seqArg any // NULL unless known
 	if balanceAfter >= 0 {
-		row.BalanceAfter = &balanceAfter
+		after = balanceAfter
 	}
 	if seq > 0 {
-		row.Seq = &seq
+		seqArg = seq
 	}
-	query, args := ledger.InsertStatement([]ledger.Row{row})
-	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		id[0], e.EventID, e.MerchantID, string(kind), e.Amount, after, reason, e.PaymentID, string(e.Source), e.OccurredAt, time.Now().UTC(), seqArg); err != nil {
 		return fmt.Errorf("bench: insert ledger row %s: %w", e.EventID, err)
 	}
 	return nil

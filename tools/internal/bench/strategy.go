@@ -25,7 +25,8 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
-	"github.com/quotaflow/billing/internal/ledger"
+
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Strategy is one way of applying payment events to the balances.
@@ -57,6 +58,6 @@ type Env struct {
 	GORM  *gorm.DB // the same pool through GORM, for packages that want it
 	Redis redis.UniversalClient
 	Keys  keyspace.Keyspace // the strategy's own key prefix
-	IDs   ledger.IDSource   // ledger primary keys
+	IDs   ledgerdb.IDSource // ledger primary keys
 	Log   *zap.Logger
 }

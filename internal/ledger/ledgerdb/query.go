@@ -1,4 +1,4 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
@@ -6,33 +6,33 @@ import (
 	"fmt"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/quotaflow/billing/internal/sqltx"
+
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // ExistingEvents returns the ledger rows (id, event_id, merchant_id, kind,
 // amount, balance_after) of those eventIDs that have one: one prepared query
 // per 1024 ids, the IN list padded to a power of two.
-func (s *Store) ExistingEvents(ctx context.Context, eventIDs []string) (map[string]Row, error) {
+func (s *Store) ExistingEvents(ctx context.Context, eventIDs []string) (map[string]ledger.Row, error) {
 	return s.existingEvents(ctx, prepared{stmts: s.stmts}, eventIDs)
 }
 
 // existingEvents is ExistingEvents on c (a transaction's prepared statements).
-func (s *Store) existingEvents(ctx context.Context, c conn, eventIDs []string) (map[string]Row, error) {
-	out := make(map[string]Row, len(eventIDs))
+func (s *Store) existingEvents(ctx context.Context, c conn, eventIDs []string) (map[string]ledger.Row, error) {
+	out := make(map[string]ledger.Row, len(eventIDs))
 	for off := 0; off < len(eventIDs); off += maxInList {
 		in, args := sqltx.InList(padPow2(eventIDs[off:min(off+maxInList, len(eventIDs))]))
 		err := s.query(ctx, c,
 			"SELECT id, event_id, merchant_id, kind, amount, balance_after FROM quota_ledger WHERE event_id IN ("+in+")",
 			args, func(rows *sql.Rows) error {
-				var r Row
+				var r ledger.Row
 				var kind string
 				var after sql.NullInt64
 				if err := rows.Scan(&r.ID, &r.EventID, &r.MerchantID, &kind, &r.Amount, &after); err != nil {
 					return err
 				}
-				r.Kind = Kind(kind)
+				r.Kind = ledger.Kind(kind)
 				if after.Valid {
 					r.BalanceAfter = &after.Int64
 				}
@@ -51,30 +51,36 @@ const maxInList = 1024
 
 // Balances returns the balance rows of those merchants that have one, in one
 // query. A merchant missing from the map is unknown.
-func (s *Store) Balances(ctx context.Context, merchantIDs []string) (map[string]Balance, error) {
-	out := make(map[string]Balance, len(merchantIDs))
+func (s *Store) Balances(ctx context.Context, merchantIDs []string) (map[string]ledger.Balance, error) {
+	out := make(map[string]ledger.Balance, len(merchantIDs))
 	if len(merchantIDs) == 0 {
 		return out, nil
 	}
-	var rows []Balance
-	if err := s.db.WithContext(ctx).Where("merchant_id IN ?", merchantIDs).Find(&rows).Error; err != nil {
+	in, args := sqltx.InList(merchantIDs)
+	err := s.query(ctx, s.db, "SELECT "+balanceColumns+", created_at, updated_at FROM merchant_balance WHERE merchant_id IN ("+in+")", args,
+		func(rows *sql.Rows) error {
+			var created, updated time.Time
+			b, err := scanBalance(rows, &created, &updated)
+			b.CreatedAt, b.UpdatedAt = created.UTC(), updated.UTC()
+			out[b.MerchantID] = b
+			return err
+		})
+	if err != nil {
 		return nil, fmt.Errorf("ledger: balances: %w", err)
-	}
-	for _, b := range rows {
-		out[b.MerchantID] = b
 	}
 	return out, nil
 }
 
-// The write path's statements run on database/sql rather than through GORM's
-// builders (their reflection costs as much as the rest of a batch), still
-// traced by the Store's GORM logger and its parameter filter.
+// Querier runs a read: the pool or a transaction.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
 
 // conn is what a raw statement runs on: the pool, a transaction, or a
 // prepared statement's own runner (prepared).
 type conn interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	Querier
 }
 
 // prepared runs a query as a prepared statement (see statements) on a
@@ -116,42 +122,41 @@ func (s *Store) exec(ctx context.Context, c conn, query string, args []any) (int
 	if err == nil {
 		n, err = res.RowsAffected()
 	}
-	s.trace(ctx, start, query, args, n, err)
+	s.trace(ctx, start, query, n, err)
 	return n, err
 }
 
 // query runs a query and calls scan for each row.
-func (s *Store) query(ctx context.Context, c conn, query string, args []any, scan func(*sql.Rows) error) error {
+func (s *Store) query(ctx context.Context, c Querier, query string, args []any, scan func(*sql.Rows) error) error {
 	start := time.Now()
-	var n int64
-	err := func() error {
-		rows, err := c.QueryContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for ; rows.Next(); n++ {
-			if err := scan(rows); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	}()
-	s.trace(ctx, start, query, args, n, err)
+	n, err := scanAll(ctx, c, query, args, scan)
+	s.trace(ctx, start, query, n, err)
 	return err
 }
 
-func (s *Store) trace(ctx context.Context, start time.Time, query string, args []any, rows int64, err error) {
-	if s.db.Logger == nil {
-		return
+// scanAll runs a query on c and calls scan for each row; it returns how many.
+func scanAll(ctx context.Context, c Querier, query string, args []any, scan func(*sql.Rows) error) (n int64, err error) {
+	rows, err := c.QueryContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
 	}
-	s.db.Logger.Trace(ctx, start, func() (string, int64) {
-		if f, ok := s.db.Logger.(gorm.ParamsFilter); ok {
-			query, args = f.ParamsFilter(ctx, query, args...)
+	defer rows.Close()
+	for ; rows.Next(); n++ {
+		if err := scan(rows); err != nil {
+			return n, err
 		}
-		return s.db.Dialector.Explain(query, args...), rows
-	}, err)
+	}
+	return n, rows.Err()
 }
+
+// trace shows a statement, with its placeholders only, to the Tracer.
+func (s *Store) trace(ctx context.Context, start time.Time, query string, rows int64, err error) {
+	if s.opts.Tracer != nil {
+		s.opts.Tracer.Trace(ctx, start, func() (string, int64) { return query, rows }, err)
+	}
+}
+
+const merchantRowsSQL = "SELECT " + rowColumns + " FROM quota_ledger WHERE merchant_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 
 // MerchantRows returns up to limit ledger rows of merchantID with seq above
 // after, in seq (commit) order: one range of the index (merchant_id, seq), so
@@ -159,14 +164,19 @@ func (s *Store) trace(ctx context.Context, start time.Time, query string, args [
 // commit never misses one (a row commits after every row with a lower seq).
 // The rejections recorded while the merchant had no balance row have no seq
 // and are not listed.
-func (s *Store) MerchantRows(ctx context.Context, merchantID string, after int64, limit int) ([]Row, error) {
-	var rows []Row
-	if err := merchantRows(s.db.WithContext(ctx), merchantID, after, limit, &rows).Error; err != nil {
+func (s *Store) MerchantRows(ctx context.Context, merchantID string, after int64, limit int) ([]ledger.Row, error) {
+	var out []ledger.Row
+	err := s.query(ctx, s.db, merchantRowsSQL,
+		[]any{merchantID, after, limit}, func(rows *sql.Rows) error {
+			var r ledger.Row
+			err := rows.Scan(&r.ID, &r.EventID, &r.MerchantID, &r.Kind, &r.Amount, &r.BalanceAfter, &r.Reason, &r.PaymentID, &r.Source,
+				&r.OccurredAt, &r.CreatedAt, &r.Overage, &r.GrantID, &r.Seq)
+			r.OccurredAt, r.CreatedAt = r.OccurredAt.UTC(), r.CreatedAt.UTC()
+			out = append(out, r)
+			return err
+		})
+	if err != nil {
 		return nil, fmt.Errorf("ledger: rows of %s: %w", merchantID, err)
 	}
-	return rows, nil
-}
-
-func merchantRows(db *gorm.DB, merchantID string, after int64, limit int, rows *[]Row) *gorm.DB {
-	return db.Where("merchant_id = ? AND seq > ?", merchantID, after).Order("seq").Limit(limit).Find(rows)
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quotaflow/billing/internal/quotaevent"
 	"golang.org/x/sync/semaphore"
-	"gorm.io/gorm"
 
 	"github.com/quotaflow/billing/internal/sqltx"
+
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // IDSource issues unique ledger row ids (Snowflake ids in production).
@@ -31,6 +33,27 @@ type Options struct {
 	MaxRowsInFlight int
 	// Events are the balance events written to the outbox.
 	Events Events
+	// Tracer, if set, sees every statement (a GORM logger is one).
+	Tracer Tracer
+}
+
+// Tracer sees each statement the Store runs, with its placeholders (never
+// its values), after it ran.
+type Tracer interface {
+	Trace(ctx context.Context, begin time.Time, fc func() (sql string, rows int64), err error)
+}
+
+// Events says which balance events the ledger writes to the outbox
+// (quota_outbox) in the transaction that moves a balance.
+type Events struct {
+	// PerPayment adds quota.deducted and quota.rejected for every payment
+	// of a known merchant (a row each: the batch's INSERT doubles).
+	PerPayment bool
+	// DefaultAlerts are the thresholds of a merchant without its own.
+	DefaultAlerts quotaevent.Alerts
+	// Written, if set, runs after a transaction that wrote events committed
+	// (the relay's Wake).
+	Written func()
 }
 
 func (o *Options) setDefaults() {
@@ -45,9 +68,8 @@ func (o *Options) setDefaults() {
 
 // Store reads and writes the ledger and the balances.
 type Store struct {
-	db       *gorm.DB
-	sql      *sql.DB     // db's pool: the write path's transactions
-	stmts    *statements // prepared on sql
+	db       *sql.DB
+	stmts    *statements // prepared on db
 	ids      IDSource
 	metrics  *Metrics
 	opts     Options
@@ -57,7 +79,7 @@ type Store struct {
 
 // New returns a Store on db. ids issues the primary keys of new rows; m may be
 // nil (metrics are then kept but not registered anywhere).
-func New(db *gorm.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
+func New(db *sql.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
 	if m == nil {
 		var err error
 		if m, err = NewMetrics(nil); err != nil {
@@ -65,13 +87,7 @@ func New(db *gorm.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
 		}
 	}
 	opts.setDefaults()
-	// Our own transactions: no implicit ones, no SAVEPOINTs, no hooks.
-	db = db.Session(&gorm.Session{SkipDefaultTransaction: true, SkipHooks: true})
-	pool, err := db.DB()
-	if err != nil {
-		return nil, fmt.Errorf("ledger: connection pool: %w", err)
-	}
-	st := &Store{db: db, sql: pool, stmts: newStatements(pool), ids: ids, metrics: m, opts: opts, now: time.Now}
+	st := &Store{db: db, stmts: newStatements(db), ids: ids, metrics: m, opts: opts, now: time.Now}
 	if opts.MaxRowsInFlight > 0 {
 		st.inFlight = semaphore.NewWeighted(int64(opts.MaxRowsInFlight))
 	}
@@ -84,7 +100,7 @@ func New(db *gorm.DB, ids IDSource, m *Metrics, opts Options) (*Store, error) {
 const MaxTxAge = 10 * time.Second
 
 // freshIDs lists the rows that Commit gives ids (those without one).
-func freshIDs(rows []Row) []int {
+func freshIDs(rows []ledger.Row) []int {
 	var fresh []int
 	for i := range rows {
 		if rows[i].ID == 0 {
@@ -95,7 +111,7 @@ func freshIDs(rows []Row) []int {
 }
 
 // assignIDs gives the rows at fresh new ids, in one call to the IDSource.
-func (s *Store) assignIDs(rows []Row, fresh []int) error {
+func (s *Store) assignIDs(rows []ledger.Row, fresh []int) error {
 	if len(fresh) == 0 {
 		return nil
 	}
@@ -112,30 +128,14 @@ func (s *Store) assignIDs(rows []Row, fresh []int) error {
 // Close releases the prepared statements; the pool is the caller's.
 func (s *Store) Close() error { return s.stmts.Close() }
 
-// inTx runs fn in a GORM transaction, as retryTx.
-func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return s.retryTx(ctx, func(ctx context.Context) error { return s.db.WithContext(ctx).Transaction(fn) })
-}
-
-// inSQLTx runs fn in a database/sql transaction, as retryTx.
-func (s *Store) inSQLTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return s.inSQLTxOpts(ctx, nil, fn)
-}
-
-func (s *Store) inSQLTxOpts(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return s.retryTx(ctx, func(ctx context.Context) error {
-		return sqltx.Run(ctx, s.sql, opts, func(tx *sql.Tx) error { return fn(ctx, tx) })
-	})
-}
-
-// retryTx runs one transaction per attempt, each bounded by MaxTxAge, again
-// after a deadlock or a lock wait timeout (RetryDeadlocks).
-func (s *Store) retryTx(ctx context.Context, tx func(ctx context.Context) error) error {
+// inTx runs fn in a transaction of opts, one per attempt, each bounded by
+// MaxTxAge, again after a deadlock or a lock wait timeout.
+func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	return sqltx.RetryDeadlocks(ctx, s.metrics.deadlockRetries.Inc, func() error {
 		start := time.Now()
 		tctx, cancel := context.WithTimeout(ctx, MaxTxAge)
 		defer cancel()
-		err := tx(tctx)
+		err := sqltx.Run(tctx, s.db, opts, func(tx *sql.Tx) error { return fn(tctx, tx) })
 		s.metrics.txSeconds.Observe(time.Since(start).Seconds())
 		return err
 	})

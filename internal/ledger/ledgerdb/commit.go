@@ -1,4 +1,4 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/quotaflow/billing/internal/sqltx"
+
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // Commit records one batch (debits and rejections; Grant writes credits) in
@@ -25,16 +27,16 @@ import (
 // Errors (nothing written): *GuardError, *ExpiryDueError, ErrDuplicate,
 // *RefusedError (EventID set when the row is known); others are transient,
 // and the outcome may be unknown (a lost COMMIT reply): ask ExistingEvents.
-func (s *Store) Commit(ctx context.Context, rows []Row) error {
+func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	for _, r := range rows {
-		if r.Kind != KindDebit && r.Kind != KindRejected {
+		if r.Kind != ledger.KindDebit && r.Kind != ledger.KindRejected {
 			return fmt.Errorf("ledger: Commit writes debits and rejections, not %s (event %s)", r.Kind, r.EventID)
 		}
 		if err := r.Check(); err != nil {
-			return &RefusedError{EventID: r.EventID, Err: err}
+			return &ledger.RefusedError{EventID: r.EventID, Err: err}
 		}
 	}
 	release, err := s.admit(ctx, len(rows))
@@ -43,17 +45,17 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	}
 	defer release()
 	fresh := freshIDs(rows)
-	debits, merchants := takenTotals(rows)
+	debits, merchants := ledger.TakenTotals(rows)
 	now := s.now().UTC()
 	for i := range rows {
 		if rows[i].CreatedAt.IsZero() {
 			rows[i].CreatedAt = now
 		}
 	}
-	update, args := balanceMove(merchants, debits, rowCounts(rows))
+	update, args := balanceMove(merchants, debits, ledger.RowCounts(rows))
 	wrote := false // the committed attempt wrote balance events
 	for attempt := 1; ; attempt++ {
-		err := s.inSQLTxOpts(ctx, sqltx.ReadCommitted, func(ctx context.Context, tx *sql.Tx) error {
+		err := s.inTx(ctx, sqltx.ReadCommitted, func(ctx context.Context, tx *sql.Tx) error {
 			if err := s.assignIDs(rows, fresh); err != nil {
 				return err
 			}
@@ -68,8 +70,8 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			if moved != movable(bals, debits) {
 				return errGuardShort
 			}
-			sequence(rows, bals, debits)
-			if g := staleRejection(rows, policiesOf(bals)); g != nil {
+			ledger.Sequence(rows, bals, debits)
+			if g := ledger.StaleRejection(rows, ledger.PoliciesOf(bals)); g != nil {
 				return g
 			}
 			if err := s.burn(ctx, tx, rows, bals, debits, now); err != nil {
@@ -78,7 +80,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			if err := s.insert(ctx, tx, rows); err != nil {
 				return err
 			}
-			evs := s.txEvents(rows, bals)
+			evs := s.batchEvents(rows, bals)
 			wrote = len(evs) > 0
 			return s.writeOutbox(ctx, tx, evs)
 		})
@@ -95,7 +97,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			return err
 		}
 		if len(due) > 0 {
-			return &ExpiryDueError{Merchants: due}
+			return &ledger.ExpiryDueError{Merchants: due}
 		}
 		// Name the merchant (the first, in merchant order) whose guard
 		// refused; a balance raised meanwhile (a grant), or a merchant
@@ -180,7 +182,7 @@ func caseOf(merchants []string, values map[string]int64) (string, []any) {
 // movable is how many balance rows balanceMove must have moved: every
 // merchant with a debit (one without a row refuses, as the guard does) and
 // every other one that has a row (bals, read after the move).
-func movable(bals []Balance, debits map[string]int64) int64 {
+func movable(bals []ledger.Balance, debits map[string]int64) int64 {
 	n := int64(0)
 	for _, d := range debits {
 		if d != 0 {
@@ -209,7 +211,7 @@ func withDebits(merchants []string, debits map[string]int64) []string {
 // refusedGuard reads the balances of the merchants with a debit and returns
 // the first, in merchant order, that cannot cover its debit or has no balance
 // row, or nil when every one can.
-func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map[string]int64) (*GuardError, error) {
+func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map[string]int64) (*ledger.GuardError, error) {
 	debited := withDebits(merchants, debits)
 	bals, err := s.Balances(ctx, debited)
 	if err != nil {
@@ -217,7 +219,7 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 	}
 	for _, m := range debited {
 		if b, known := bals[m]; !known || !b.Policy().Covers(b.Available(), debits[m]) {
-			return &GuardError{MerchantID: m, Amount: debits[m]}, nil
+			return &ledger.GuardError{MerchantID: m, Amount: debits[m]}, nil
 		}
 	}
 	return nil, nil
@@ -228,9 +230,9 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 // (Under READ COMMITTED a merchant with no row takes no lock: a grant may
 // create it before this commits, but the rejection was decided while it
 // did not exist, and the merchant locks keep the two apart anyway.)
-func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]Balance, error) {
+func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]ledger.Balance, error) {
 	in, args := sqltx.InList(merchants)
-	bals := make([]Balance, 0, len(merchants))
+	bals := make([]ledger.Balance, 0, len(merchants))
 	err := s.query(ctx, tx, "SELECT "+balanceColumns+" FROM merchant_balance WHERE merchant_id IN ("+in+")",
 		args, func(rows *sql.Rows) error {
 			b, err := scanBalance(rows)
@@ -250,7 +252,7 @@ func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string
 // from minPrepared up (see pow2Chunks), and the fewer than minPrepared rows
 // left with one plain INSERT: a few statement shapes, and a small batch still
 // takes a single statement.
-func (s *Store) insert(ctx context.Context, tx *sql.Tx, rows []Row) error {
+func (s *Store) insert(ctx context.Context, tx *sql.Tx, rows []ledger.Row) error {
 	off := 0
 	write := func(c conn, n int) error {
 		if _, err := s.exec(ctx, c, insertSQL(n), insertArgs(rows[off:off+n])); err != nil {
@@ -273,19 +275,16 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, rows []Row) error {
 // minPrepared is the smallest INSERT worth a prepared statement (a power of two).
 const minPrepared = 64
 
-// InsertStatement is one INSERT of rows into quota_ledger, with placeholders,
-// and its arguments: every column is written, ID and CreatedAt included.
-func InsertStatement(rows []Row) (string, []any) {
-	return insertSQL(len(rows)), insertArgs(rows)
-}
+// rowColumns are the quota_ledger columns, in the order of insertArgs.
+const rowColumns = "id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, overage, grant_id, seq"
 
 func insertSQL(rows int) string {
 	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	return "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, overage, grant_id, seq) VALUES " +
+	return "INSERT INTO quota_ledger (" + rowColumns + ") VALUES " +
 		tuple + strings.Repeat(", "+tuple, rows-1)
 }
 
-func insertArgs(rows []Row) []any {
+func insertArgs(rows []ledger.Row) []any {
 	args := make([]any, 0, 14*len(rows))
 	for _, r := range rows {
 		var after, grant, seq any
