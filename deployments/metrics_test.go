@@ -15,12 +15,11 @@ import (
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/reconcile"
 	"github.com/quotaflow/billing/internal/worker"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // metricSources register the collectors of each package that has metrics.

@@ -22,12 +22,11 @@ import (
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
 	"github.com/quotaflow/billing/internal/writepath"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

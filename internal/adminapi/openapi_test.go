@@ -17,21 +17,19 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap/zaptest"
 
-	_ "github.com/go-sql-driver/mysql"
 	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
-
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/writepath"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 const openAPIPath = "../../api/openapi.yaml"

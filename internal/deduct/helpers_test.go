@@ -13,10 +13,9 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/testenv"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // counterIDs is a test IDSource: an atomic counter.

@@ -16,14 +16,13 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/invariant"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/plan"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/reconcile"
 	"github.com/quotaflow/billing/internal/shard"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 var (

@@ -12,10 +12,9 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/shard"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // The tests of where two features meet (thresholds and the outbox, shards and

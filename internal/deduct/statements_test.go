@@ -11,7 +11,6 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/quotaflow/billing/internal/event"
-
 	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 

@@ -18,12 +18,11 @@ import (
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
 	"github.com/quotaflow/billing/internal/writepath"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Timings of every scenario: short enough that a lost lock, a lapsed lease and

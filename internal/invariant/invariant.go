@@ -19,11 +19,10 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/shard"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Produced is what went into the topic, as the producer knows it.
@@ -157,28 +156,24 @@ func checkGrants(ctx context.Context, r *Report, db *gorm.DB) error {
 	if err := db.WithContext(ctx).Raw("SELECT merchant_id, credited, debited, overdraft_policy FROM merchant_balance WHERE merchant_id IN (SELECT merchant_id FROM quota_grants)").Scan(&bals).Error; err != nil {
 		return fmt.Errorf("invariant: read balances: %w", err)
 	}
+	debt := make(map[string]int64, len(bals))
+	for _, b := range bals {
+		if b.PolicyKind != ledger.PolicyReject {
+			debt[b.MerchantID] = 1
+		}
+	}
 	pool, err := db.DB()
 	if err != nil {
 		return fmt.Errorf("invariant: %w", err)
 	}
-	var accounts []grantAccount
-	for part := range slices.Chunk(bals, 1000) {
-		merchants := make([]string, len(part))
-		debt := make(map[string]int64, len(part))
-		for i, b := range part {
-			merchants[i] = b.MerchantID
-			if b.PolicyKind != ledger.PolicyReject {
-				debt[b.MerchantID] = 1
-			}
-		}
-		grants, err := ledgerdb.ReadGrants(ctx, pool, merchants)
-		if err != nil {
-			return fmt.Errorf("invariant: read grants: %w", err)
-		}
-		for _, g := range grants {
-			accounts = append(accounts, grantAccount{GrantID: g.ID, MerchantID: g.MerchantID, State: string(g.State),
-				Amount: g.Amount, Remaining: g.Remaining, Debt: debt[g.MerchantID]})
-		}
+	grants, err := ledgerdb.ReadGrants(ctx, pool, nil)
+	if err != nil {
+		return fmt.Errorf("invariant: read grants: %w", err)
+	}
+	accounts := make([]grantAccount, len(grants))
+	for i, g := range grants {
+		accounts[i] = grantAccount{GrantID: g.ID, MerchantID: g.MerchantID, State: string(g.State), Amount: g.Amount,
+			Remaining: g.Remaining, Debt: debt[g.MerchantID]}
 	}
 	// What each grant's units became, from one pass over the rows that name a
 	// grant (quota_ledger.grant_id has no index: a query per grant would scan

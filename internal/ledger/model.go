@@ -113,9 +113,7 @@ type Balance struct {
 	Seq int64 `gorm:"column:seq"`
 	// LowBase is what a percentage threshold is of: the available balance
 	// right after the merchant's last credit or expiry.
-	LowBase   int64     `gorm:"column:low_base"`
-	CreatedAt time.Time `gorm:"column:created_at"`
-	UpdatedAt time.Time `gorm:"column:updated_at"`
+	LowBase int64 `gorm:"column:low_base"`
 }
 
 // TableName is the GORM table of Balance.

@@ -16,11 +16,10 @@ import (
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/plan"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/writepath"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // The Snowflake worker IDs billingctl leases from when the environment names

@@ -22,11 +22,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/testenv"
 	"github.com/quotaflow/billing/schemas"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 var seedFlag = flag.Uint64("outbox.seed", 0, "seed of TestPublishedCrossingsAreTheLedgers (0: random)")

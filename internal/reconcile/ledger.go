@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/ledger"
-
-	"github.com/quotaflow/billing/internal/sqltx"
-
 	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // checkpoint is a reconcile_checkpoints row: the credit and debit sums of a

@@ -1,14 +1,12 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"slices"
 
 	"github.com/quotaflow/billing/internal/ledger"
-
 	"github.com/quotaflow/billing/internal/sqltx"
 )
 
@@ -68,18 +66,8 @@ func readTruth(ctx context.Context, db *sql.DB, merchants, eventIDs []string) (m
 }
 
 // query runs q and calls scan for each row; errors name what.
-func query(ctx context.Context, db interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, what string, scan func(*sql.Rows) error, q string, args ...any) error {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("reconcile: %s: %w", what, err)
-	}
-	defer rows.Close()
-	for rows.Next() && err == nil {
-		err = scan(rows)
-	}
-	if err = cmp.Or(err, rows.Err()); err != nil {
+func query(ctx context.Context, db sqltx.Querier, what string, scan func(*sql.Rows) error, q string, args ...any) error {
+	if _, err := sqltx.Each(ctx, db, q, args, scan); err != nil {
 		return fmt.Errorf("reconcile: %s: %w", what, err)
 	}
 	return nil

@@ -77,6 +77,26 @@ func Contention(err error) bool {
 	return n == failure.MySQLDeadlock || n == failure.MySQLLockWaitTimeout
 }
 
+// Querier runs a read: the pool, a connection or a transaction.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Each runs query on q and calls scan for each row; it returns how many.
+func Each(ctx context.Context, q Querier, query string, args []any, scan func(*sql.Rows) error) (n int64, err error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	for ; rows.Next(); n++ {
+		if err := scan(rows); err != nil {
+			return n, err
+		}
+	}
+	return n, rows.Err()
+}
+
 // InList returns the placeholders of an IN (...) list of values, "?, ?, ?",
 // and the values as arguments.
 func InList(values []string) (string, []any) {

@@ -10,12 +10,11 @@ import (
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	appmetrics "github.com/quotaflow/billing/internal/metrics"
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/writepath"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Metrics are the worker's business metrics; the parts register their own.

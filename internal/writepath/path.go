@@ -13,10 +13,9 @@ import (
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/shard"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Path is the deduction machinery on a leased Snowflake worker ID. Its owner

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/quotaflow/billing/internal/sqltx"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // Commit records one batch (debits and rejections; Grant writes credits) in
@@ -287,18 +286,8 @@ func insertSQL(rows int) string {
 func insertArgs(rows []ledger.Row) []any {
 	args := make([]any, 0, 14*len(rows))
 	for _, r := range rows {
-		var after, grant, seq any
-		if r.BalanceAfter != nil {
-			after = *r.BalanceAfter
-		}
-		if r.GrantID != nil {
-			grant = *r.GrantID
-		}
-		if r.Seq != nil {
-			seq = *r.Seq
-		}
-		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, after,
-			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt, r.Overage, grant, seq)
+		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, r.BalanceAfter,
+			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt, r.Overage, r.GrantID, r.Seq)
 	}
 	return args
 }

@@ -38,11 +38,10 @@ func refusedRow(err error) int {
 	if m == nil {
 		return -1
 	}
-	n, convErr := strconv.Atoi(m[1])
-	if convErr != nil || n < 1 {
-		return -1
+	if n, err := strconv.Atoi(m[1]); err == nil && n >= 1 {
+		return n - 1
 	}
-	return n - 1
+	return -1
 }
 
 // chunkError remembers where in rows a failed INSERT statement started.

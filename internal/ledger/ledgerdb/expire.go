@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotaflow/billing/internal/sqltx"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // DueExpiries lists up to limit merchants with an expiry due by MySQL's

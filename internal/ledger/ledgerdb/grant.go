@@ -8,9 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/quotaflow/billing/internal/sqltx"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // Grant records credits once per id, in one transaction: a credit row each

@@ -179,28 +179,34 @@ func (s *Store) burn(ctx context.Context, tx *sql.Tx, rows []ledger.Row, bals []
 	return nil
 }
 
-// ReadGrants returns the grants of merchants read on q (the pool, or a
-// caller's snapshot), with their true remaining, newest first.
-func ReadGrants(ctx context.Context, q Querier, merchants []string) ([]ledger.Grant, error) {
+// ReadGrants returns the grants of merchants (every merchant's when nil)
+// read on q (the pool, or a caller's snapshot), with their true remaining,
+// newest first.
+func ReadGrants(ctx context.Context, q sqltx.Querier, merchants []string) ([]ledger.Grant, error) {
 	return readGrants(ctx, merchants, func(query string, args []any, scan func(*sql.Rows) error) error {
-		_, err := scanAll(ctx, q, query, args, scan)
+		_, err := sqltx.Each(ctx, q, query, args, scan)
 		return err
 	})
 }
 
 func readGrants(ctx context.Context, merchants []string, run func(query string, args []any, scan func(*sql.Rows) error) error) ([]ledger.Grant, error) {
 	var out []ledger.Grant
-	if len(merchants) == 0 {
-		return out, nil
-	}
-	in, args := sqltx.InList(merchants)
 	cols := strings.Replace(strings.ReplaceAll("g."+grantColumns, ", ", ", g."), "g.remaining", remaining, 1)
-	err := run("SELECT "+cols+" FROM quota_grants g JOIN merchant_balance b ON b.merchant_id = g.merchant_id WHERE g.merchant_id IN ("+in+") ORDER BY g.created_at DESC, g.grant_id",
-		args, func(rows *sql.Rows) error {
-			g, err := scanGrant(rows)
-			out = append(out, g)
-			return err
-		})
+	q := "SELECT " + cols + " FROM quota_grants g JOIN merchant_balance b ON b.merchant_id = g.merchant_id"
+	var args []any
+	if merchants != nil {
+		if len(merchants) == 0 {
+			return out, nil
+		}
+		var in string
+		in, args = sqltx.InList(merchants)
+		q += " WHERE g.merchant_id IN (" + in + ")"
+	}
+	err := run(q+" ORDER BY g.created_at DESC, g.grant_id", args, func(rows *sql.Rows) error {
+		g, err := scanGrant(rows)
+		out = append(out, g)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: grants: %w", err)
 	}
@@ -211,6 +217,9 @@ func readGrants(ctx context.Context, merchants []string, run func(query string, 
 // in burn-down order, then the ended ones, newest first, at most limit of
 // those (0: none).
 func (s *Store) Grants(ctx context.Context, merchants []string, ended int) (map[string][]ledger.Grant, error) {
+	if merchants == nil {
+		merchants = []string{}
+	}
 	all, err := readGrants(ctx, merchants, func(query string, args []any, scan func(*sql.Rows) error) error {
 		return s.query(ctx, s.db, query, args, scan)
 	})

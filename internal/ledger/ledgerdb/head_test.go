@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaflow/billing/internal/testenv"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/testenv"
 )
 
 // activeGrants sums a merchant's active grants' remaining, and lists them.

@@ -9,9 +9,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/quotaflow/billing/internal/testenv"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/testenv"
 )
 
 // A Commit waits until its rows fit in MaxRowsInFlight, gives up with its

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaflow/billing/internal/testenv"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/testenv"
 )
 
 // BenchmarkInsertIndexes is what the ledger's secondary indexes cost per row

@@ -13,9 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/quotaflow/billing/internal/testenv"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/testenv"
 )
 
 // counterIDs is a test IDSource: an atomic counter.

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/quotaflow/billing/internal/quotaevent"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // batchEvents lists the balance events of a transaction's rows (ledger.BatchEvents).

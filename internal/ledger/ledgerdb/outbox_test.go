@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quotaflow/billing/internal/quotaevent"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
 // outboxIDs lists the outbox rows' ids in seq order.

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotaflow/billing/internal/sqltx"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // ExistingEvents returns the ledger rows (id, event_id, merchant_id, kind,
@@ -57,11 +56,9 @@ func (s *Store) Balances(ctx context.Context, merchantIDs []string) (map[string]
 		return out, nil
 	}
 	in, args := sqltx.InList(merchantIDs)
-	err := s.query(ctx, s.db, "SELECT "+balanceColumns+", created_at, updated_at FROM merchant_balance WHERE merchant_id IN ("+in+")", args,
+	err := s.query(ctx, s.db, "SELECT "+balanceColumns+" FROM merchant_balance WHERE merchant_id IN ("+in+")", args,
 		func(rows *sql.Rows) error {
-			var created, updated time.Time
-			b, err := scanBalance(rows, &created, &updated)
-			b.CreatedAt, b.UpdatedAt = created.UTC(), updated.UTC()
+			b, err := scanBalance(rows)
 			out[b.MerchantID] = b
 			return err
 		})
@@ -71,16 +68,11 @@ func (s *Store) Balances(ctx context.Context, merchantIDs []string) (map[string]
 	return out, nil
 }
 
-// Querier runs a read: the pool or a transaction.
-type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 // conn is what a raw statement runs on: the pool, a transaction, or a
 // prepared statement's own runner (prepared).
 type conn interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	Querier
+	sqltx.Querier
 }
 
 // prepared runs a query as a prepared statement (see statements) on a
@@ -127,26 +119,11 @@ func (s *Store) exec(ctx context.Context, c conn, query string, args []any) (int
 }
 
 // query runs a query and calls scan for each row.
-func (s *Store) query(ctx context.Context, c Querier, query string, args []any, scan func(*sql.Rows) error) error {
+func (s *Store) query(ctx context.Context, c sqltx.Querier, query string, args []any, scan func(*sql.Rows) error) error {
 	start := time.Now()
-	n, err := scanAll(ctx, c, query, args, scan)
+	n, err := sqltx.Each(ctx, c, query, args, scan)
 	s.trace(ctx, start, query, n, err)
 	return err
-}
-
-// scanAll runs a query on c and calls scan for each row; it returns how many.
-func scanAll(ctx context.Context, c Querier, query string, args []any, scan func(*sql.Rows) error) (n int64, err error) {
-	rows, err := c.QueryContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	for ; rows.Next(); n++ {
-		if err := scan(rows); err != nil {
-			return n, err
-		}
-	}
-	return n, rows.Err()
 }
 
 // trace shows a statement, with its placeholders only, to the Tracer.

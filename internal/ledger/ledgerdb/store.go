@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotaflow/billing/internal/quotaevent"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/quotaflow/billing/internal/sqltx"
-
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/quotaevent"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // IDSource issues unique ledger row ids (Snowflake ids in production).

@@ -13,9 +13,8 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/quotaflow/billing/internal/ledger"
-	"github.com/quotaflow/billing/internal/scenario"
-
 	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
+	"github.com/quotaflow/billing/internal/scenario"
 )
 
 // DefaultAdminDSN is the server the bench creates its databases on.

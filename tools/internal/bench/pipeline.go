@@ -9,10 +9,9 @@ import (
 
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/writepath"
-
-	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Pipeline is the batched write path (internal/deduct): per lane batch, the

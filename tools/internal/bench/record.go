@@ -9,10 +9,8 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
-
-	"github.com/quotaflow/billing/internal/sqltx"
-
 	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // inTx runs fn in a transaction, again when the server rolled it back

@@ -25,7 +25,6 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
-
 	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
