@@ -79,8 +79,8 @@ func (s *Store) Grant(ctx context.Context, credits []ledger.Credit) ([]ledger.Cr
 // writeCredits raises each merchant's credited once (in merchant order: no
 // deadlock between batches), creating its balance row if needed; takes a
 // merchant's billed overage off its balance first (billOverage); gives the rows ids, seq
-// numbers and balance_after; records each credit as a grant (terms by id)
-// and moves the merchants' heads; inserts the rows and their balance events.
+// numbers and balance_after; records each credit as a grant (terms by id,
+// ledger.BookCredits) and moves the merchants' heads; inserts the rows and their balance events.
 // It returns the rows written, billed rows first, and whether it wrote any
 // event.
 func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, credits []ledger.Row, terms map[string]ledger.Credit) ([]ledger.Row, bool, error) {
@@ -117,7 +117,13 @@ func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, credits []ledger.R
 	}
 	taken, _ := ledger.TakenTotals(rows)
 	ledger.Sequence(rows, bals, taken)
-	if err := s.bookCredits(ctx, tx, rows, bals, taken, terms); err != nil {
+	debited := debitedOf(bals)
+	books, err := s.loadBooks(ctx, tx, bals, debited)
+	if err != nil {
+		return nil, false, err
+	}
+	ledger.BookCredits(books, rows, taken, terms)
+	if err := s.saveBooks(ctx, tx, books, debited, rows[0].CreatedAt); err != nil {
 		return nil, false, err
 	}
 	if err := s.insert(ctx, tx, rows); err != nil {
@@ -153,16 +159,4 @@ func (s *Store) billOverage(ctx context.Context, tx *sql.Tx, bals []ledger.Balan
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-// bookCredits records credit rows as grants (ledger.BookCredits) and moves
-// the merchants' heads. bals are after the rows, which took taken.
-func (s *Store) bookCredits(ctx context.Context, tx *sql.Tx, rows []ledger.Row, bals []ledger.Balance, taken map[string]int64, terms map[string]ledger.Credit) error {
-	debited := debitedOf(bals)
-	books, err := s.loadBooks(ctx, tx, bals, debited)
-	if err != nil {
-		return err
-	}
-	ledger.BookCredits(books, rows, taken, terms)
-	return s.saveBooks(ctx, tx, books, debited, rows[0].CreatedAt)
 }

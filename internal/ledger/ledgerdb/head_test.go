@@ -89,7 +89,7 @@ func TestGuardWaitsForTheEarliestExpiry(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	early, late := now.Add(time.Second), now.Add(time.Hour)
+	early, late := now.Add(time.Hour), now.Add(2*time.Hour)
 	if _, err := s.Grant(ctx, []ledger.Credit{
 		{ID: "late", MerchantID: "m", Amount: 100, ExpiresAt: &late},
 		{ID: "early", MerchantID: "m", Amount: 100, ExpiresAt: &early},
@@ -99,7 +99,14 @@ func TestGuardWaitsForTheEarliestExpiry(t *testing.T) {
 	if err := s.Commit(ctx, []ledger.Row{debit("e-1", "m", 30)}); err != nil { // paid by early, which expires first
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(early) + 200*time.Millisecond)
+	// An hour and a second pass: every expiry the store wrote moves back by
+	// as much, so the earlier one is due and the later one is not.
+	for _, q := range []string{"UPDATE quota_grants SET expires_at = expires_at - INTERVAL 3601 SECOND WHERE merchant_id = 'm'",
+		"UPDATE merchant_balance SET next_expiry = next_expiry - INTERVAL 3601 SECOND WHERE merchant_id = 'm'"} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if due, err := s.DueExpiries(ctx, 10); err != nil || len(due) != 1 || due[0] != "m" {
 		t.Errorf("due %v (%v) past the earlier expiry, want [m]", due, err)
 	}
