@@ -4,11 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/metrics"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/sqltx"
 )
@@ -157,4 +160,74 @@ func (s *Store) admit(ctx context.Context, rows int) (release func(), err error)
 	}
 	s.metrics.commitWaitSeconds.Observe(time.Since(start).Seconds())
 	return func() { s.inFlight.Release(n) }, nil
+}
+
+// Metrics of the ledger store.
+type Metrics struct {
+	deadlockRetries   prometheus.Counter
+	txSeconds         prometheus.Histogram
+	commitWaitSeconds prometheus.Histogram
+}
+
+// NewMetrics creates the collectors and registers them with reg, unless reg is nil.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		deadlockRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "billing_ledger_deadlock_retries_total",
+			Help: "Ledger transactions tried again after a MySQL deadlock or lock wait timeout.",
+		}),
+		txSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "billing_ledger_transaction_seconds",
+			Help:    "Duration of one ledger transaction attempt.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		commitWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "billing_ledger_commit_wait_seconds",
+			Help:    "Time a batch waited before its transaction could write its rows (Options.MaxRowsInFlight).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+	}
+	if err := metrics.Register(reg, m.deadlockRetries, m.txSeconds, m.commitWaitSeconds); err != nil {
+		return nil, fmt.Errorf("ledger: register metrics: %w", err)
+	}
+	return m, nil
+}
+
+// batchEvents lists the balance events of a transaction's rows (ledger.BatchEvents).
+func (s *Store) batchEvents(rows []ledger.Row, bals []ledger.Balance) []quotaevent.Event {
+	return ledger.BatchEvents(rows, bals, s.opts.Events.DefaultAlerts, s.opts.Events.PerPayment)
+}
+
+const outboxTuple = "(?, ?, ?, ?, ?, ?, ?, ?)"
+
+// writeOutbox inserts events into quota_outbox in tx, in order (seq follows
+// it). A second row for one id fails the transaction: it cannot happen
+// without a second ledger row for its cause, which UNIQUE(event_id) refuses.
+func (s *Store) writeOutbox(ctx context.Context, tx *sql.Tx, events []quotaevent.Event) error {
+	for off := 0; off < len(events); off += maxOutboxInsert {
+		part := events[off:min(off+maxOutboxInsert, len(events))]
+		args := make([]any, 0, 8*len(part))
+		for _, e := range part {
+			var th any
+			if e.Threshold != nil {
+				th = *e.Threshold
+			}
+			args = append(args, e.ID, e.MerchantID, string(e.Type), e.BalanceBefore, e.BalanceAfter, th, e.CausedBy, e.OccurredAt)
+		}
+		q := "INSERT INTO quota_outbox (id, merchant_id, type, balance_before, balance_after, threshold, caused_by, occurred_at) VALUES " +
+			outboxTuple + strings.Repeat(", "+outboxTuple, len(part)-1)
+		if _, err := s.exec(ctx, tx, q, args); err != nil {
+			return fmt.Errorf("ledger: write %d balance events: %w", len(part), err)
+		}
+	}
+	return nil
+}
+
+// maxOutboxInsert bounds one outbox INSERT (placeholders stay under 65,535).
+const maxOutboxInsert = 2048
+
+func (s *Store) eventsWritten() {
+	if s.opts.Events.Written != nil {
+		s.opts.Events.Written()
+	}
 }
