@@ -15,7 +15,7 @@ import (
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/reconcile"
@@ -30,7 +30,7 @@ func metricSources() map[string]func(prometheus.Registerer) error {
 		"consumer":  func(r prometheus.Registerer) error { _, err := consumer.NewMetrics(r); return err },
 		"deduct":    func(r prometheus.Registerer) error { _, err := deduct.NewMetrics(r); return err },
 		"idgen":     func(r prometheus.Registerer) error { _, err := idgen.NewMetrics(r); return err },
-		"ledger":    func(r prometheus.Registerer) error { _, err := ledger.NewMetrics(r); return err },
+		"ledger":    func(r prometheus.Registerer) error { _, err := ledgerdb.NewMetrics(r); return err },
 		"lock":      func(r prometheus.Registerer) error { _, err := lock.NewMetrics(r); return err },
 		"reconcile": func(r prometheus.Registerer) error { _, err := reconcile.NewMetrics(r); return err },
 		"outbox":    func(r prometheus.Registerer) error { _, err := outbox.NewMetrics(r); return err },

@@ -27,7 +27,7 @@ type Balances interface {
 	Show(ctx context.Context, merchantID string) (deduct.View, error)
 }
 
-// Ledger reads ledger pages (implemented by *ledger.Store).
+// Ledger reads ledger pages (implemented by *ledgerdb.Store).
 type Ledger interface {
 	Balances(ctx context.Context, merchantIDs []string) (map[string]ledger.Balance, error)
 	MerchantRows(ctx context.Context, merchantID string, after int64, limit int) ([]ledger.Row, error)

@@ -24,7 +24,7 @@ import (
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/idgen"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
@@ -40,7 +40,7 @@ type rig struct {
 	t         testing.TB
 	redis     *testenv.Redis
 	db        *testenv.MySQL
-	store     *ledger.Store
+	store     *ledgerdb.Store
 	d         *deduct.Deductor
 	tokenPath string
 	reg       *prometheus.Registry
@@ -58,7 +58,7 @@ func newRig(t testing.TB, opts adminapi.Options) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.store, err = ledger.New(g.db.DB, idgen.Int64s{Generator: gen}, nil, ledger.Options{}); err != nil {
+	if g.store, err = ledgerdb.New(g.db.SQL, idgen.Int64s{Generator: gen}, nil, ledgerdb.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.store.Close() })

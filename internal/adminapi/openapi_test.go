@@ -2,6 +2,7 @@ package adminapi_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,12 +18,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap/zaptest"
-	gormmysql "gorm.io/driver/mysql"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/quotaflow/billing/internal/adminapi"
 	"github.com/quotaflow/billing/internal/deduct"
@@ -30,6 +29,7 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/quota"
 )
@@ -208,17 +208,12 @@ func brokenAPI(t *testing.T, tokenPath string) *adminapi.API {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: deadAddr(), MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSN: "root@tcp(" + deadAddr() + ")/billing?parseTime=true&timeout=1s", SkipInitializeWithVersion: true}),
-		&gorm.Config{DisableAutomaticPing: true, Logger: logger.Discard})
+	db, err := sql.Open("mysql", "root@tcp("+deadAddr()+")/billing?parseTime=true&timeout=1s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sqlDB.Close() })
-	store, err := ledger.New(db, nil, nil, ledger.Options{})
+	t.Cleanup(func() { _ = db.Close() })
+	store, err := ledgerdb.New(db, nil, nil, ledgerdb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +235,7 @@ func brokenAPI(t *testing.T, tokenPath string) *adminapi.API {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := adminapi.New(d, store, adminapi.NewEvents(sqlDB, dc, "dlq"), adminapi.Options{TokenFile: tokenPath, Rate: 1000, Burst: 1000}, zaptest.NewLogger(t), nil)
+	api, err := adminapi.New(d, store, adminapi.NewEvents(db, dc, "dlq"), adminapi.Options{TokenFile: tokenPath, Rate: 1000, Burst: 1000}, zaptest.NewLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

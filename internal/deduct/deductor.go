@@ -38,7 +38,7 @@ type Held interface {
 	Release(ctx context.Context) error
 }
 
-// Ledger is the MySQL side (implemented by *ledger.Store).
+// Ledger is the MySQL side (implemented by *ledgerdb.Store).
 type Ledger interface {
 	ExistingEvents(ctx context.Context, eventIDs []string) (map[string]ledger.Row, error)
 	Balances(ctx context.Context, merchantIDs []string) (map[string]ledger.Balance, error)

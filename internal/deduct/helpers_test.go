@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -34,7 +35,7 @@ type env struct {
 	redis  *testenv.Redis
 	mysql  *testenv.MySQL
 	ids    *counterIDs
-	store  *ledger.Store
+	store  *ledgerdb.Store
 	locker *testLocker
 	d      *Deductor
 }
@@ -48,8 +49,8 @@ func newEnv(t testing.TB) *env {
 	return e
 }
 
-func (e *env) newStore() *ledger.Store {
-	s, err := ledger.New(e.mysql.DB, e.ids, nil, ledger.Options{})
+func (e *env) newStore() *ledgerdb.Store {
+	s, err := ledgerdb.New(e.mysql.SQL, e.ids, nil, ledgerdb.Options{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

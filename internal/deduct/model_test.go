@@ -16,6 +16,7 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/invariant"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/plan"
 	"github.com/quotaflow/billing/internal/quota"
@@ -91,7 +92,7 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 	// Two holders whose clocks differ: the first one's ids sort after the
 	// second's, whichever commits first.
 	for h := range r.holders {
-		s, err := ledger.New(r.mysql.DB, skewedIDs{r.ids, int64(1-h) << 40}, nil, ledger.Options{Events: ledger.Events{DefaultAlerts: r.def}})
+		s, err := ledgerdb.New(r.mysql.SQL, skewedIDs{r.ids, int64(1-h) << 40}, nil, ledgerdb.Options{Events: ledgerdb.Events{DefaultAlerts: r.def}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +101,7 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 			t.Fatal(err)
 		}
 	}
-	r.store, r.d = r.holders[0].ledger.(*ledger.Store), r.holders[0] // the env's helpers read through the first
+	r.store, r.d = r.holders[0].ledger.(*ledgerdb.Store), r.holders[0] // the env's helpers read through the first
 	t.Logf("default thresholds %s, lies %v", r.def, r.lies)
 	for i := range 4 {
 		r.merchants = append(r.merchants, r.drawMerchant(fmt.Sprintf("m-%d", i), i < 3))
@@ -164,7 +165,7 @@ func (r *modelRun) drawMerchant(id string, known bool) modelMerchant {
 		r.t.Fatal(err)
 	}
 	if m.alerts != nil {
-		if err := d.ledger.(*ledger.Store).SetAlerts(ctx, id, m.alerts); err != nil {
+		if err := d.ledger.(*ledgerdb.Store).SetAlerts(ctx, id, m.alerts); err != nil {
 			r.t.Fatal(err)
 		}
 	}

@@ -354,8 +354,14 @@ func TestGrantExpiredOnArrival(t *testing.T) {
 // id derives from it; the expiry's replay creates nothing twice.
 func TestRollover(t *testing.T) {
 	e := newEnv(t)
-	exp := time.Now().Add(time.Second)
-	e.grantTerms("p1", "m", 100, 1, &exp, 25)
+	// The grant's period began an hour ago: its rollover lasts an hour, not
+	// the second left of it, however slow the machine is to record the expiry.
+	start, exp, prio := time.Now().Add(-time.Hour), time.Now().Add(time.Second), 1
+	res, err := e.d.GrantBatch(context.Background(), []event.GrantCommand{{GrantID: "p1", MerchantID: "m", Amount: 100,
+		Priority: &prio, StartsAt: &start, ExpiresAt: &exp, RolloverMax: 25}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("grant p1: %v, %v", err, res[0].Err)
+	}
 	e.apply(e.d, []event.PaymentSucceeded{pay("e1", "m", 40)})
 	e.waitExpired(e.d, exp)
 	if _, err := e.store.Expire(context.Background(), []string{"m"}); err != nil {

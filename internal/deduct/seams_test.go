@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/shard"
 )
@@ -23,7 +24,7 @@ import (
 // the default thresholds def.
 func (e *env) withEvents(def quotaevent.Alerts) {
 	e.t.Helper()
-	s, err := ledger.New(e.mysql.DB, e.ids, nil, ledger.Options{Events: ledger.Events{DefaultAlerts: def}})
+	s, err := ledgerdb.New(e.mysql.SQL, e.ids, nil, ledgerdb.Options{Events: ledgerdb.Events{DefaultAlerts: def}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func (s skewedIDs) NextIDs(dst []int64) error {
 // read API after the first commit finds the second row on its next page.
 func TestLedgerOrderIsCommitOrderAcrossSkewedWorkers(t *testing.T) {
 	e := newEnv(t)
-	ahead, err := ledger.New(e.mysql.DB, skewedIDs{e.ids, 1 << 40}, nil, ledger.Options{})
+	ahead, err := ledgerdb.New(e.mysql.SQL, skewedIDs{e.ids, 1 << 40}, nil, ledgerdb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,11 +287,11 @@ func TestOverageIsBilledNotRepaid(t *testing.T) {
 func TestDisjointBatchesDoNotDeadlock(t *testing.T) {
 	e := newEnv(t)
 	reg := prometheus.NewRegistry()
-	m, err := ledger.NewMetrics(reg)
+	m, err := ledgerdb.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.store, err = ledger.New(e.mysql.DB, e.ids, m, ledger.Options{}); err != nil {
+	if e.store, err = ledgerdb.New(e.mysql.SQL, e.ids, m, ledgerdb.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	e.d = e.newDeductor()

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/quotaflow/billing/internal/event"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // stmtCounter is a GORM logger that records every statement GORM runs.
@@ -53,7 +52,7 @@ func TestStatementsPerBatch(t *testing.T) {
 		e.grant(m, 1_000_000) // grants drop the hashes: the first batch hydrates
 	}
 	counter := &stmtCounter{}
-	store, err := ledger.New(e.mysql.DB.Session(&gorm.Session{Logger: counter}), e.ids, nil, ledger.Options{})
+	store, err := ledgerdb.New(e.mysql.SQL, e.ids, nil, ledgerdb.Options{Tracer: counter})
 	if err != nil {
 		t.Fatal(err)
 	}

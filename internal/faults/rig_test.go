@@ -18,6 +18,7 @@ import (
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/shard"
 	"github.com/quotaflow/billing/internal/testenv"
@@ -153,7 +154,7 @@ func (g *rig) newGranter() *deduct.Deductor {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	store, err := ledger.New(g.db.DB, snowflakes{gen}, nil, ledger.Options{})
+	store, err := ledgerdb.New(g.db.SQL, snowflakes{gen}, nil, ledgerdb.Options{})
 	if err != nil {
 		g.t.Fatal(err)
 	}

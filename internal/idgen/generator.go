@@ -76,7 +76,7 @@ func (g *Generator) NextID() (ID, error) {
 // batch as failed.
 func (g *Generator) NextIDs(dst []ID) error { return nextIDs(g, dst) }
 
-// Int64s is the generator as a source of plain int64 IDs (a ledger.IDSource).
+// Int64s is the generator as a source of plain int64 IDs (a ledgerdb.IDSource).
 type Int64s struct{ *Generator }
 
 // NextIDs is Generator.NextIDs into int64s.

@@ -19,6 +19,7 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/shard"
@@ -145,19 +146,34 @@ type grantAccount struct {
 	Paid, Expired, Expires, Debt int64
 }
 
-// checkGrants: each merchant's active grants' remaining (ledger.RemainingSQL)
+// checkGrants: each merchant's active grants' remaining (ledgerdb.ReadGrants)
 // sums to max(available, 0); each grant's units are remaining, paid (debits
 // naming it, whole or in quota_attribution) or expired (its one expire row),
 // with nothing left over unless a debt took it (never under reject); an
 // expired grant has nothing remaining.
 func checkGrants(ctx context.Context, r *Report, db *gorm.DB) error {
-	var accounts []grantAccount
-	err := db.WithContext(ctx).Raw(`SELECT g.grant_id, g.merchant_id, g.state, g.amount,
-		` + ledger.RemainingSQL + ` AS remaining,
-		IF(b.overdraft_policy = 'reject', 0, 1) AS debt
-		FROM quota_grants g JOIN merchant_balance b ON b.merchant_id = g.merchant_id`).Scan(&accounts).Error
+	var bals []ledger.Balance
+	if err := db.WithContext(ctx).Raw("SELECT merchant_id, credited, debited, overdraft_policy FROM merchant_balance WHERE merchant_id IN (SELECT merchant_id FROM quota_grants)").Scan(&bals).Error; err != nil {
+		return fmt.Errorf("invariant: read balances: %w", err)
+	}
+	debt := make(map[string]int64, len(bals))
+	for _, b := range bals {
+		if b.PolicyKind != ledger.PolicyReject {
+			debt[b.MerchantID] = 1
+		}
+	}
+	pool, err := db.DB()
+	if err != nil {
+		return fmt.Errorf("invariant: %w", err)
+	}
+	grants, err := ledgerdb.ReadGrants(ctx, pool, nil)
 	if err != nil {
 		return fmt.Errorf("invariant: read grants: %w", err)
+	}
+	accounts := make([]grantAccount, len(grants))
+	for i, g := range grants {
+		accounts[i] = grantAccount{GrantID: g.ID, MerchantID: g.MerchantID, State: string(g.State), Amount: g.Amount,
+			Remaining: g.Remaining, Debt: debt[g.MerchantID]}
 	}
 	// What each grant's units became, from one pass over the rows that name a
 	// grant (quota_ledger.grant_id has no index: a query per grant would scan
@@ -202,10 +218,6 @@ func checkGrants(ctx context.Context, r *Report, db *gorm.DB) error {
 		}
 	}
 	r.Checked["grants"] = len(accounts)
-	var bals []ledger.Balance
-	if err := db.WithContext(ctx).Raw("SELECT merchant_id, credited, debited FROM merchant_balance WHERE merchant_id IN (SELECT merchant_id FROM quota_grants)").Scan(&bals).Error; err != nil {
-		return fmt.Errorf("invariant: read balances: %w", err)
-	}
 	for _, b := range bals {
 		if want := max(0, b.Available()); left[b.MerchantID] != want {
 			r.fail(Grants, "merchant %s: active grants' remaining %d != max(available, 0) = %d", b.MerchantID, left[b.MerchantID], want)

@@ -2,10 +2,10 @@ package ledger
 
 import "sort"
 
-// takenTotals sums what rows take from each merchant's balance (debits and
+// TakenTotals sums what rows take from each merchant's balance (debits and
 // expiries add, credits and billed rows subtract) and lists every merchant of
 // rows, sorted.
-func takenTotals(rows []Row) (map[string]int64, []string) {
+func TakenTotals(rows []Row) (map[string]int64, []string) {
 	totals := make(map[string]int64)
 	for _, r := range rows {
 		switch r.Kind {
@@ -28,8 +28,8 @@ func takenTotals(rows []Row) (map[string]int64, []string) {
 	return totals, merchants
 }
 
-// rowCounts counts rows per merchant: how many seq numbers each takes.
-func rowCounts(rows []Row) map[string]int64 {
+// RowCounts counts rows per merchant: how many seq numbers each takes.
+func RowCounts(rows []Row) map[string]int64 {
 	n := make(map[string]int64)
 	for _, r := range rows {
 		n[r.MerchantID]++
@@ -37,16 +37,16 @@ func rowCounts(rows []Row) map[string]int64 {
 	return n
 }
 
-// sequence walks rows in order from each merchant's balance before the batch
+// Sequence walks rows in order from each merchant's balance before the batch
 // and sets each row's Seq and BalanceAfter, and a debit's overage (the part
 // below zero, under the overage policy). bals are the balances after the
-// batch, which took taken (see takenTotals) and one seq number per row; a
+// batch, which took taken (see TakenTotals) and one seq number per row; a
 // merchant without a balance row gets neither on its rows.
-func sequence(rows []Row, bals []Balance, taken map[string]int64) {
+func Sequence(rows []Row, bals []Balance, taken map[string]int64) {
 	type cursor struct{ balance, seq int64 }
 	at := make(map[string]*cursor, len(bals))
-	counts := rowCounts(rows)
-	policies := policiesOf(bals)
+	counts := RowCounts(rows)
+	policies := PoliciesOf(bals)
 	for _, b := range bals {
 		at[b.MerchantID] = &cursor{balance: b.Available() + taken[b.MerchantID], seq: b.Seq - counts[b.MerchantID]}
 	}
@@ -73,10 +73,10 @@ func sequence(rows []Row, bals []Balance, taken map[string]int64) {
 	}
 }
 
-// staleRejection returns a *GuardError (Covered) for the first rejected row
+// StaleRejection returns a *GuardError (Covered) for the first rejected row
 // that MySQL disagrees with, or nil. BalanceAfter is MySQL's balance at the
 // row; the merchant's policy (reject when absent) says what it covers.
-func staleRejection(rows []Row, policies map[string]Policy) *GuardError {
+func StaleRejection(rows []Row, policies map[string]Policy) *GuardError {
 	for _, r := range rows {
 		if r.Kind != KindRejected {
 			continue
@@ -90,8 +90,8 @@ func staleRejection(rows []Row, policies map[string]Policy) *GuardError {
 	return nil
 }
 
-// policiesOf maps each balance's merchant to its policy.
-func policiesOf(bals []Balance) map[string]Policy {
+// PoliciesOf maps each balance's merchant to its policy.
+func PoliciesOf(bals []Balance) map[string]Policy {
 	out := make(map[string]Policy, len(bals))
 	for _, b := range bals {
 		out[b.MerchantID] = b.Policy()

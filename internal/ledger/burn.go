@@ -19,12 +19,9 @@ const (
 	GrantExpired GrantState = "expired"
 )
 
-// Grant priorities: lower burns first.
-const (
-	MinPriority     = 0
-	MaxPriority     = 100
-	DefaultPriority = 50
-)
+// DefaultPriority is the burn-down priority of a grant without one (lower
+// burns first).
+const DefaultPriority = 50
 
 // Grant is one quota_grants row. Remaining is the true remainder (for the
 // head grant: head_end - debited, see RemainingSQL).

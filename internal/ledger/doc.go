@@ -1,10 +1,11 @@
-// Package ledger is the MySQL side of the write path: the append-only
-// quota_ledger (UNIQUE event_id: an event counts at most once), the
-// merchant_balance totals, and the one transaction per batch that writes both
-// behind the overdraft guard (see Commit), which also attributes the debits
-// to the merchant's grants (quota_grants, burn-down order: Attribute) and
-// refuses them once a grant's expiry is due (Expire records it). Its errors:
+// Package ledger is billing's money with no database: the append-only
+// ledger's rows and the balances they move (Row, Balance), and the decisions
+// each transaction of package ledgerdb applies: the overdraft policy
+// (Policy), the burn-down of grants (Attribute, Book, PayDebits), expiry and
+// rollover (Book.Expire), seq and balance_after (Sequence), the balance
+// events a row announces (RowEvents), and Replay, the reference model every
+// recorded ledger must agree with. Its errors are the store's outcomes:
 // *GuardError (stale cache, redo), *ExpiryDueError (drop the caches, Expire,
 // redo), ErrDuplicate (redo from ExistingEvents), *RefusedError (a value
-// refused), anything else transient.
+// refused); anything else is transient.
 package ledger

@@ -3,10 +3,10 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
-
-	"gorm.io/gorm"
 )
 
 // Kind is the kind of a ledger row.
@@ -116,9 +116,7 @@ type Balance struct {
 	Seq int64 `gorm:"column:seq"`
 	// LowBase is what a percentage threshold is of: the available balance
 	// right after the merchant's last credit or expiry.
-	LowBase   int64     `gorm:"column:low_base"`
-	CreatedAt time.Time `gorm:"column:created_at"`
-	UpdatedAt time.Time `gorm:"column:updated_at"`
+	LowBase int64 `gorm:"column:low_base"`
 }
 
 // TableName is the GORM table of Balance.
@@ -127,30 +125,63 @@ func (Balance) TableName() string { return "merchant_balance" }
 // Available is what the merchant may still use: credited - debited.
 func (b Balance) Available() int64 { return b.Credited - b.Debited }
 
-// idSourceKey is where WithIDs leaves an IDSource on a GORM session.
-const idSourceKey = "ledger:id_source"
+// Sentinel errors; errors.As gives *GuardError and *RefusedError their details.
+var (
+	// ErrUnknownMerchant: the merchant has no merchant_balance row (grant first).
+	ErrUnknownMerchant = errors.New("ledger: merchant unknown to billing (no merchant_balance row)")
+	ErrGuard           = errors.New("ledger: balance guard refused the debit")
+	ErrDuplicate       = errors.New("ledger: duplicate ledger row") // rolled back
+	ErrConflict        = errors.New("ledger: event id already recorded with different content")
+	ErrRefused         = errors.New("ledger: value refused by the database")
+)
 
-// WithIDs returns a session on db whose Row creations without an id take one
-// from ids (BeforeCreate): for plain GORM inserts; the Store skips hooks.
-func WithIDs(db *gorm.DB, ids IDSource) *gorm.DB {
-	return db.Set(idSourceKey, ids)
+// GuardError names a merchant whose cached balance disagrees with MySQL: the
+// cache over-reported (MySQL cannot cover the debit), or with Covered
+// under-reported (MySQL covers an amount the cache rejected).
+type GuardError struct {
+	MerchantID string
+	Amount     int64
+	Covered    bool
 }
 
-// BeforeCreate fills a zero ID from the session's IDSource, or refuses the
-// row: an auto-increment key would break the reconciler's Snowflake order.
-func (r *Row) BeforeCreate(tx *gorm.DB) error {
-	if r.ID != 0 {
-		return nil
+func (e *GuardError) Error() string {
+	if e.Covered {
+		return "ledger: balance guard refused a rejection of " + strconv.FormatInt(e.Amount, 10) +
+			" for merchant " + e.MerchantID + ": MySQL covers it"
 	}
-	v, ok := tx.Get(idSourceKey)
-	ids, isSource := v.(IDSource)
-	if !ok || !isSource {
-		return errors.New("ledger: row without an id and no IDSource on the session (use ledger.WithIDs)")
-	}
-	var one [1]int64
-	if err := ids.NextIDs(one[:]); err != nil {
-		return fmt.Errorf("ledger: row id: %w", err)
-	}
-	r.ID = one[0]
-	return nil
+	return "ledger: balance guard refused a debit of " + strconv.FormatInt(e.Amount, 10) +
+		" for merchant " + e.MerchantID
 }
+
+// Is makes errors.Is(err, ErrGuard) hold.
+func (e *GuardError) Is(target error) bool { return target == ErrGuard }
+
+// ExpiryDueError: the guard refused the batch because grants of these
+// merchants are due to expire; nothing is written. Drop their caches first
+// (a crash then leaves nothing that over-reports), record the expiries
+// (Expire), and redo the batch.
+type ExpiryDueError struct {
+	Merchants []string
+}
+
+func (e *ExpiryDueError) Error() string {
+	return "ledger: grants of " + strings.Join(e.Merchants, ", ") + " are due to expire before the batch"
+}
+
+// RefusedError is a value the database refused; EventID names its row if known.
+type RefusedError struct {
+	EventID string
+	Err     error
+}
+
+func (e *RefusedError) Error() string {
+	if e.EventID == "" {
+		return "ledger: value refused by the database: " + e.Err.Error()
+	}
+	return "ledger: value of event " + e.EventID + " refused by the database: " + e.Err.Error()
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRefused) hold.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }

@@ -1,10 +1,6 @@
 package ledger
 
-import (
-	"context"
-	"fmt"
-	"strconv"
-)
+import "strconv"
 
 // PolicyKind is a merchant's overdraft policy.
 type PolicyKind string
@@ -72,18 +68,4 @@ func (p Policy) RedisFloor() string {
 // Policy is the merchant's overdraft policy.
 func (b Balance) Policy() Policy {
 	return Policy{Kind: b.PolicyKind, Floor: b.OverdraftFloor}
-}
-
-// SetPolicy stores a merchant's overdraft policy. The caller holds the
-// merchant lock and drops its quota hash afterwards (the hash keeps the floor).
-func (s *Store) SetPolicy(ctx context.Context, merchantID string, p Policy) error {
-	switch {
-	case p.Kind == PolicyFloor && p.Floor <= 0:
-		return fmt.Errorf("ledger: floor %d must be positive", p.Floor)
-	case p.Kind != PolicyFloor && p.Kind != PolicyReject && p.Kind != PolicyOverage:
-		return fmt.Errorf("ledger: unknown policy %q", p.Kind)
-	case p.Kind != PolicyFloor:
-		p.Floor = 0
-	}
-	return s.updateSettings(ctx, merchantID, "overdraft_policy = ?, overdraft_floor = ?", string(p.Kind), p.Floor)
 }

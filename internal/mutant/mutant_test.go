@@ -42,7 +42,7 @@ var mutants = []struct {
 		// the earlier one's, and it is recorded late.
 		name: "latest expiry", file: "internal/ledger/burn.go",
 		old: "g.ExpiresAt.Before(*nextExpiry)", new: "g.ExpiresAt.After(*nextExpiry)",
-		pkg: "./internal/ledger", test: "TestGuardWaitsForTheEarliestExpiry", want: "want the guard to wait for it",
+		pkg: "./internal/ledger/ledgerdb", test: "TestGuardWaitsForTheEarliestExpiry", want: "want the guard to wait for it",
 	},
 	{
 		// The part of a balance below its floor is dropped when spread

@@ -17,7 +17,7 @@ import (
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/plan"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/writepath"
@@ -39,8 +39,8 @@ type Operator struct {
 	// DefaultAlerts are the thresholds of merchants without their own (QUOTA_LOW_DEFAULT).
 	DefaultAlerts quotaevent.Alerts
 	Deductor      *deduct.Deductor
-	Ledger        *ledger.Store // for settings that need no merchant lock
-	Plans         *plan.Store   // the merchants' recurring plans
+	Ledger        *ledgerdb.Store // for settings that need no merchant lock
+	Plans         *plan.Store     // the merchants' recurring plans
 
 	svc       *writepath.Services
 	path      *writepath.Path

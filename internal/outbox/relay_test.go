@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/quotaevent"
 	"github.com/quotaflow/billing/internal/testenv"
 	"github.com/quotaflow/billing/schemas"
@@ -43,7 +44,7 @@ func (c *counterIDs) NextIDs(dst []int64) error {
 type rig struct {
 	t      *testing.T
 	db     *gorm.DB
-	store  *ledger.Store
+	store  *ledgerdb.Store
 	kafka  *testenv.Kafka
 	topic  string
 	writer *kafka.Writer
@@ -52,13 +53,13 @@ type rig struct {
 
 const partitions = 3
 
-func newRig(t *testing.T, events ledger.Events) *rig {
+func newRig(t *testing.T, events ledgerdb.Events) *rig {
 	t.Helper()
 	my := testenv.NewMySQL(t)
 	k := testenv.NewKafka(t)
 	g := &rig{t: t, db: my.DB, kafka: k, topic: k.Topic(t, partitions)}
 	var err error
-	if g.store, err = ledger.New(my.DB, &counterIDs{}, nil, ledger.Options{Events: events}); err != nil {
+	if g.store, err = ledgerdb.New(my.SQL, &counterIDs{}, nil, ledgerdb.Options{Events: events}); err != nil {
 		t.Fatal(err)
 	}
 	tr := &kafka.Transport{}
@@ -159,7 +160,7 @@ func (g *rig) published() (map[string][]quotaevent.Message, map[string]int) {
 }
 
 // truth is what the ledger's rows imply, per merchant, as "id before->after".
-func (g *rig) truth(events ledger.Events) map[string][]string {
+func (g *rig) truth(events ledgerdb.Events) map[string][]string {
 	g.t.Helper()
 	var rows []ledger.Row
 	if err := g.db.Find(&rows).Error; err != nil {
@@ -223,7 +224,7 @@ func TestPublishedCrossingsAreTheLedgers(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with -outbox.seed=%d)", seed, seed)
 	rnd := rand.New(rand.NewPCG(seed, 1))
-	events := ledger.Events{DefaultAlerts: quotaevent.Alerts{Units: 300, Percent: 20}}
+	events := ledgerdb.Events{DefaultAlerts: quotaevent.Alerts{Units: 300, Percent: 20}}
 	g := newRig(t, events)
 	ctx := context.Background()
 	merchants := []string{"m-a", "m-b", "m-c", "m-d"}
@@ -317,7 +318,7 @@ func cloneRows(rows []ledger.Row) []ledger.Row {
 // outbox grows and says so (metrics), nothing is lost; afterwards every event
 // is published and the published rows are pruned.
 func TestRelayOutageDelaysWithoutLoss(t *testing.T) {
-	g := newRig(t, ledger.Events{PerPayment: true})
+	g := newRig(t, ledgerdb.Events{PerPayment: true})
 	kf := g.kafka.FaultHooks(t)
 	ctx := context.Background()
 	if err := grant(ctx, g.store, "m-1", 1000, "grant-1"); err != nil {
@@ -390,7 +391,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // grant records one credit, its refusal or conflict as the error.
-func grant(ctx context.Context, s *ledger.Store, merchant string, amount int64, id string) error {
+func grant(ctx context.Context, s *ledgerdb.Store, merchant string, amount int64, id string) error {
 	out, err := s.Grant(ctx, []ledger.Credit{{ID: id, MerchantID: merchant, Amount: amount, Source: "test"}})
 	if err != nil {
 		return err
@@ -402,7 +403,7 @@ func grant(ctx context.Context, s *ledger.Store, merchant string, amount int64, 
 // other stands by; when the first stops, the second takes over and
 // publishes what came since.
 func TestOneRelayAtATime(t *testing.T) {
-	g := newRig(t, ledger.Events{})
+	g := newRig(t, ledgerdb.Events{})
 	ctx := context.Background()
 	m1, m2 := g.m, func() *Metrics { m, _ := NewMetrics(nil); return m }()
 	stop1 := g.runWith(g.writer, Config{}, m1)

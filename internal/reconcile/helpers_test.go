@@ -14,7 +14,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -285,7 +285,7 @@ func (e *env) setRaw(tag string, kv ...any) {
 // deductor is a write path on the env's services, as a worker's.
 func (e *env) deductor(opts deduct.Options) *deduct.Deductor {
 	e.t.Helper()
-	store, err := ledger.New(e.my.DB, &snowflakeIDs{}, nil, ledger.Options{})
+	store, err := ledgerdb.New(e.my.SQL, &snowflakeIDs{}, nil, ledgerdb.Options{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // checkpoint is a reconcile_checkpoints row: the credit and debit sums of a
@@ -75,7 +77,7 @@ func readLedger(ctx context.Context, db *sql.DB, merchants []string, full bool) 
 }
 
 func readBases(ctx context.Context, tx *sql.Tx, merchants []string, full bool, views map[string]ledgerView) error {
-	in, args := ledger.InList(merchants)
+	in, args := sqltx.InList(merchants)
 	return query(ctx, tx, "read checkpoints", func(rows *sql.Rows) error {
 		var m string
 		var v ledgerView
@@ -90,27 +92,28 @@ func readBases(ctx context.Context, tx *sql.Tx, merchants []string, full bool, v
 		WHERE b.merchant_id IN (`+in+`)`, args...)
 }
 
-// readGrants sums each merchant's active grants' remaining (ledger.RemainingSQL).
+// readGrants sums each merchant's active grants' remaining and counts its
+// grants.
 func readGrants(ctx context.Context, tx *sql.Tx, merchants []string, views map[string]ledgerView) error {
-	in, args := ledger.InList(merchants)
-	return query(ctx, tx, "sum grants", func(rows *sql.Rows) error {
-		var m string
-		var left, n int64
-		err := rows.Scan(&m, &left, &n)
-		v := views[m]
-		v.GrantsLeft, v.Grants = left, n
-		views[m] = v
-		return err
-	}, `SELECT b.merchant_id, COALESCE(SUM(CASE WHEN g.state = 'active' THEN `+ledger.RemainingSQL+` END), 0), COUNT(g.grant_id)
-		FROM merchant_balance b JOIN quota_grants g ON g.merchant_id = b.merchant_id
-		WHERE b.merchant_id IN (`+in+`) GROUP BY b.merchant_id`, args...)
+	grants, err := ledgerdb.ReadGrants(ctx, tx, merchants)
+	if err != nil {
+		return fmt.Errorf("reconcile: sum grants: %w", err)
+	}
+	for _, g := range grants {
+		v := views[g.MerchantID]
+		if v.Grants++; g.State == ledger.GrantActive {
+			v.GrantsLeft += g.Remaining
+		}
+		views[g.MerchantID] = v
+	}
+	return nil
 }
 
 // readSums adds up each merchant's ledger rows after its base (readBases)
 // through the (merchant_id, seq) index. The index is forced: a range on the
 // primary key would scan the whole ledger for every page.
 func readSums(ctx context.Context, tx *sql.Tx, merchants []string, views map[string]ledgerView) error {
-	in, args := ledger.InList(merchants)
+	in, args := sqltx.InList(merchants)
 	after := make([]any, 0, 2*len(merchants))
 	cases := ""
 	for _, m := range merchants {
@@ -191,7 +194,7 @@ func saveCheckpoints(ctx context.Context, db *sql.DB, cps map[string]checkpoint,
 	}
 	update := fmt.Sprintf(`credited = IF(%[1]s, VALUES(credited), credited), debited = IF(%[1]s, VALUES(debited), debited),
 		last_seq = IF(%[1]s, VALUES(last_seq), last_seq)`, move)
-	err := ledger.RetryDeadlocks(ctx, nil, func() error {
+	err := sqltx.RetryDeadlocks(ctx, nil, func() error {
 		_, err := db.ExecContext(ctx, "INSERT INTO reconcile_checkpoints (merchant_id, last_seq, credited, debited) VALUES "+
 			strings.Join(vals, ",")+" ON DUPLICATE KEY UPDATE "+update, args...)
 		return err

@@ -1,13 +1,13 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"slices"
 
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // balance is a merchant_balance row.
@@ -36,7 +36,7 @@ func readTruth(ctx context.Context, db *sql.DB, merchants, eventIDs []string) (m
 	balances, debited := make(map[string]balance, len(merchants)), make(map[string]string)
 	err := snapshot(ctx, db, func(tx *sql.Tx) error {
 		for part := range slices.Chunk(merchants, maxInList) {
-			in, args := ledger.InList(part)
+			in, args := sqltx.InList(part)
 			err := query(ctx, tx, "read balances", func(rows *sql.Rows) error {
 				var m string
 				var b balance
@@ -49,7 +49,7 @@ func readTruth(ctx context.Context, db *sql.DB, merchants, eventIDs []string) (m
 			}
 		}
 		for part := range slices.Chunk(eventIDs, maxInList) {
-			in, args := ledger.InList(part)
+			in, args := sqltx.InList(part)
 			err := query(ctx, tx, "read pending events", func(rows *sql.Rows) error {
 				var e, m string
 				err := rows.Scan(&e, &m)
@@ -66,18 +66,8 @@ func readTruth(ctx context.Context, db *sql.DB, merchants, eventIDs []string) (m
 }
 
 // query runs q and calls scan for each row; errors name what.
-func query(ctx context.Context, db interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, what string, scan func(*sql.Rows) error, q string, args ...any) error {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("reconcile: %s: %w", what, err)
-	}
-	defer rows.Close()
-	for rows.Next() && err == nil {
-		err = scan(rows)
-	}
-	if err = cmp.Or(err, rows.Err()); err != nil {
+func query(ctx context.Context, db sqltx.Querier, what string, scan func(*sql.Rows) error, q string, args ...any) error {
+	if _, err := sqltx.Each(ctx, db, q, args, scan); err != nil {
 		return fmt.Errorf("reconcile: %s: %w", what, err)
 	}
 	return nil
@@ -86,5 +76,5 @@ func query(ctx context.Context, db interface {
 // snapshot runs fn in a read-only REPEATABLE READ transaction: every statement
 // of fn sees the same committed state.
 func snapshot(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	return ledger.InTx(ctx, db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
+	return sqltx.Run(ctx, db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
 }

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // Layout is a merchant's shard count, and the count of the layout a
@@ -53,25 +53,19 @@ func (s *Store) Layouts(ctx context.Context, merchantIDs []string) (map[string]L
 	if len(merchantIDs) == 0 {
 		return out, nil
 	}
-	in, args := ledger.InList(merchantIDs)
+	in, args := sqltx.InList(merchantIDs)
 	q := "SELECT merchant_id, shards, COALESCE(folding_from, 0) FROM merchant_shards WHERE merchant_id IN (" + in + ")"
 	for _, m := range merchantIDs {
 		out[m] = Layout{Shards: 1}
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("shard: read layouts: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	_, err := sqltx.Each(ctx, s.db, q, args, func(rows *sql.Rows) error {
 		var m string
 		var l Layout
-		if err := rows.Scan(&m, &l.Shards, &l.FoldingFrom); err != nil {
-			return nil, fmt.Errorf("shard: read layouts: %w", err)
-		}
+		err := rows.Scan(&m, &l.Shards, &l.FoldingFrom)
 		out[m] = l
-	}
-	if err := rows.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("shard: read layouts: %w", err)
 	}
 	return out, nil
@@ -117,21 +111,15 @@ func (s *Store) Folded(ctx context.Context, merchantID string, l Layout) error {
 
 // Sharded reads the shard count of every merchant with more than one shard.
 func (s *Store) Sharded(ctx context.Context) (map[string]int, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT merchant_id, shards FROM merchant_shards WHERE shards > 1")
-	if err != nil {
-		return nil, fmt.Errorf("shard: read sharded merchants: %w", err)
-	}
-	defer rows.Close()
 	out := make(map[string]int)
-	for rows.Next() {
+	_, err := sqltx.Each(ctx, s.db, "SELECT merchant_id, shards FROM merchant_shards WHERE shards > 1", nil, func(rows *sql.Rows) error {
 		var m string
 		var n int
-		if err := rows.Scan(&m, &n); err != nil {
-			return nil, fmt.Errorf("shard: read sharded merchants: %w", err)
-		}
+		err := rows.Scan(&m, &n)
 		out[m] = n
-	}
-	if err := rows.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("shard: read sharded merchants: %w", err)
 	}
 	return out, nil

@@ -10,7 +10,7 @@ import (
 	"github.com/quotaflow/billing/internal/consumer"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	appmetrics "github.com/quotaflow/billing/internal/metrics"
 	"github.com/quotaflow/billing/internal/outbox"
@@ -66,7 +66,7 @@ func registerAll(reg prometheus.Registerer, k config.Kafka) (*workerMetrics, err
 	m.consumer, errs[1] = consumer.NewMetrics(topic(k.Topic))
 	m.grants, errs[6] = consumer.NewMetrics(topic(k.GrantsTopic))
 	m.path.Deduct, errs[2] = deduct.NewMetrics(reg)
-	m.path.Ledger, errs[3] = ledger.NewMetrics(reg)
+	m.path.Ledger, errs[3] = ledgerdb.NewMetrics(reg)
 	m.path.Lock, errs[4] = lock.NewMetrics(reg)
 	m.path.IDGen, errs[5] = idgen.NewMetrics(reg)
 	m.admin, errs[7] = adminapi.NewMetrics(reg)

@@ -13,7 +13,7 @@ import (
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/deduct"
 	"github.com/quotaflow/billing/internal/idgen"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/shard"
 )
@@ -24,7 +24,7 @@ type Path struct {
 	Lease    *idgen.Lease
 	Deductor *deduct.Deductor
 	// Ledger is the MySQL side, for settings that need no merchant lock.
-	Ledger *ledger.Store
+	Ledger *ledgerdb.Store
 	// Shards is the merchants' shard counts: routing reads its cache (the
 	// worker refreshes it), the Deductor reads MySQL through it.
 	Shards *shard.Cache
@@ -35,7 +35,7 @@ type Path struct {
 type Metrics struct {
 	IDGen  *idgen.Metrics
 	Lock   *lock.Metrics
-	Ledger *ledger.Metrics
+	Ledger *ledgerdb.Metrics
 	Deduct *deduct.Metrics
 }
 
@@ -65,7 +65,7 @@ func New(cfg config.Config, workerID int, lease *idgen.Lease, svc *Services, m M
 			p.Close()
 		}
 	}()
-	var ids ledger.IDSource = readOnly{}
+	var ids ledgerdb.IDSource = readOnly{}
 	if lease != nil {
 		gen, err := idgen.New(workerID, idgen.Options{Lease: lease, Metrics: m.IDGen})
 		if err != nil {
@@ -76,7 +76,7 @@ func New(cfg config.Config, workerID int, lease *idgen.Lease, svc *Services, m M
 	if p.locks, err = lock.New(svc.Redis, lock.Options{Metrics: m.Lock, Logger: log}); err != nil {
 		return nil, err
 	}
-	if p.Ledger, err = ledger.New(svc.DB, ids, m.Ledger, ledger.Options{Events: ledger.Events{
+	if p.Ledger, err = ledgerdb.New(svc.SQL, ids, m.Ledger, ledgerdb.Options{Tracer: svc.DB.Logger, Events: ledgerdb.Events{
 		PerPayment: cfg.QuotaEvents.PerPayment, DefaultAlerts: cfg.QuotaEvents.DefaultAlerts, Written: written,
 	}}); err != nil {
 		return nil, err

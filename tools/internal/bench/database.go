@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/scenario"
 )
 
@@ -78,7 +79,7 @@ type database struct {
 func (d *database) Close() error { return d.pool.Close() }
 
 // grant credits every merchant with quota, as billingctl quota grant would.
-func grant(ctx context.Context, store *ledger.Store, merchants []string, quota int64) error {
+func grant(ctx context.Context, store *ledgerdb.Store, merchants []string, quota int64) error {
 	credits := make([]ledger.Credit, len(merchants))
 	for i, m := range merchants {
 		credits[i] = ledger.Credit{ID: "grant-" + m, MerchantID: m, Amount: quota, Priority: ledger.DefaultPriority}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // rowLock is the seed's "before": MySQL alone, one ledger.Commit (one
@@ -15,7 +17,7 @@ import (
 // one's commit, holding a connection while it waits; a debit the guard
 // refuses is committed again as a rejection.
 type rowLock struct {
-	store   *ledger.Store
+	store   *ledgerdb.Store
 	retries atomic.Int64
 }
 
@@ -48,7 +50,7 @@ func (s *rowLock) Apply(ctx context.Context, batch []event.PaymentSucceeded) err
 func (s *rowLock) commit(ctx context.Context, e event.PaymentSucceeded, kind ledger.Kind, reason string) error {
 	row := ledger.Row{EventID: e.EventID, MerchantID: e.MerchantID, Kind: kind, Amount: e.Amount, Reason: reason,
 		PaymentID: e.PaymentID, Source: string(e.Source), OccurredAt: e.OccurredAt.UTC()}
-	return ledger.RetryDeadlocks(ctx, func() { s.retries.Add(1) }, func() error {
+	return sqltx.RetryDeadlocks(ctx, func() { s.retries.Add(1) }, func() error {
 		return s.store.Commit(ctx, []ledger.Row{row})
 	})
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/workload"
 )
@@ -108,7 +108,7 @@ func (r runner) runStrategy(ctx context.Context, name string, res *Result) (err 
 		return err
 	}
 	defer db.Close()
-	store, err := ledger.New(db.DB, ids, nil, ledger.Options{})
+	store, err := ledgerdb.New(db.pool, ids, nil, ledgerdb.Options{})
 	if err != nil {
 		return fmt.Errorf("bench: ledger: %w", err)
 	}

@@ -27,7 +27,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/keyspace"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // Strategy is one way of applying payment events to the balances.
@@ -56,7 +56,7 @@ type Strategy interface {
 // merchants granted) and its ledger, Redis under a key prefix of its own.
 type Env struct {
 	GORM  *gorm.DB
-	Store *ledger.Store
+	Store *ledgerdb.Store
 	Redis redis.UniversalClient
 	Keys  keyspace.Keyspace // the strategy's own key prefix
 	Log   *zap.Logger

@@ -122,7 +122,13 @@ func insert(ctx context.Context, db *sql.DB, gen *idgen.Generator, rows []ledger
 	for i := range rows {
 		rows[i].ID = int64(ids[i])
 	}
-	query, args := ledger.InsertStatement(rows)
+	args := make([]any, 0, 13*len(rows))
+	for _, r := range rows {
+		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, r.BalanceAfter, r.Reason, r.PaymentID,
+			r.Source, r.OccurredAt, r.CreatedAt, r.GrantID, r.Seq)
+	}
+	query := "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, grant_id, seq) VALUES " +
+		strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", len(rows))[2:]
 	if _, err := db.ExecContext(ctx, query, args...); err != nil {
 		return 0, fmt.Errorf("load: insert ledger rows: %w", err)
 	}

@@ -1,11 +1,19 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/quotaflow/billing/internal/failure"
+	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // Commit records one batch (debits and rejections; Grant writes credits) in
@@ -23,16 +31,16 @@ import (
 // Errors (nothing written): *GuardError, *ExpiryDueError, ErrDuplicate,
 // *RefusedError (EventID set when the row is known); others are transient,
 // and the outcome may be unknown (a lost COMMIT reply): ask ExistingEvents.
-func (s *Store) Commit(ctx context.Context, rows []Row) error {
+func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	for _, r := range rows {
-		if r.Kind != KindDebit && r.Kind != KindRejected {
+		if r.Kind != ledger.KindDebit && r.Kind != ledger.KindRejected {
 			return fmt.Errorf("ledger: Commit writes debits and rejections, not %s (event %s)", r.Kind, r.EventID)
 		}
 		if err := r.Check(); err != nil {
-			return &RefusedError{EventID: r.EventID, Err: err}
+			return &ledger.RefusedError{EventID: r.EventID, Err: err}
 		}
 	}
 	release, err := s.admit(ctx, len(rows))
@@ -41,17 +49,17 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 	}
 	defer release()
 	fresh := freshIDs(rows)
-	debits, merchants := takenTotals(rows)
+	debits, merchants := ledger.TakenTotals(rows)
 	now := s.now().UTC()
 	for i := range rows {
 		if rows[i].CreatedAt.IsZero() {
 			rows[i].CreatedAt = now
 		}
 	}
-	update, args := balanceMove(merchants, debits, rowCounts(rows))
+	update, args := balanceMove(merchants, debits, ledger.RowCounts(rows))
 	wrote := false // the committed attempt wrote balance events
 	for attempt := 1; ; attempt++ {
-		err := s.inSQLTxOpts(ctx, readCommitted, func(ctx context.Context, tx *sql.Tx) error {
+		err := s.inTx(ctx, sqltx.ReadCommitted, func(ctx context.Context, tx *sql.Tx) error {
 			if err := s.assignIDs(rows, fresh); err != nil {
 				return err
 			}
@@ -66,8 +74,8 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			if moved != movable(bals, debits) {
 				return errGuardShort
 			}
-			sequence(rows, bals, debits)
-			if g := staleRejection(rows, policiesOf(bals)); g != nil {
+			ledger.Sequence(rows, bals, debits)
+			if g := ledger.StaleRejection(rows, ledger.PoliciesOf(bals)); g != nil {
 				return g
 			}
 			if err := s.burn(ctx, tx, rows, bals, debits, now); err != nil {
@@ -76,7 +84,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			if err := s.insert(ctx, tx, rows); err != nil {
 				return err
 			}
-			evs := s.txEvents(rows, bals)
+			evs := s.batchEvents(rows, bals)
 			wrote = len(evs) > 0
 			return s.writeOutbox(ctx, tx, evs)
 		})
@@ -93,7 +101,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 			return err
 		}
 		if len(due) > 0 {
-			return &ExpiryDueError{Merchants: due}
+			return &ledger.ExpiryDueError{Merchants: due}
 		}
 		// Name the merchant (the first, in merchant order) whose guard
 		// refused; a balance raised meanwhile (a grant), or a merchant
@@ -105,7 +113,7 @@ func (s *Store) Commit(ctx context.Context, rows []Row) error {
 		case guard != nil:
 			return guard
 		}
-		if attempt >= attempts {
+		if attempt >= sqltx.Attempts {
 			return fmt.Errorf("ledger: gave up after %d attempts: the balance guard refused the batch but every balance covers it", attempt)
 		}
 	}
@@ -146,7 +154,7 @@ func balanceMove(merchants []string, debits, rows map[string]int64) (sql string,
 	}
 	debit, debitArgs := caseOf(debited, debits)
 	count, countArgs := caseOf(merchants, rows)
-	in, ids := InList(merchants)
+	in, ids := sqltx.InList(merchants)
 	sql = "UPDATE merchant_balance FORCE INDEX (PRIMARY) SET debited = debited + " + debit + ", seq = seq + " + count +
 		" WHERE merchant_id IN (" + in + ") AND (next_expiry IS NULL OR next_expiry > UTC_TIMESTAMP(6))"
 	args = append(append(append(args, debitArgs...), countArgs...), ids...)
@@ -155,7 +163,7 @@ func balanceMove(merchants []string, debits, rows map[string]int64) (sql string,
 	}
 	guard := "overdraft_policy = 'overage' OR credited - debited + overdraft_floor >= " + debit
 	if len(rest) > 0 {
-		restIn, restIDs := InList(rest)
+		restIn, restIDs := sqltx.InList(rest)
 		guard = "merchant_id IN (" + restIn + ") OR " + guard
 		args = append(args, restIDs...)
 	}
@@ -178,7 +186,7 @@ func caseOf(merchants []string, values map[string]int64) (string, []any) {
 // movable is how many balance rows balanceMove must have moved: every
 // merchant with a debit (one without a row refuses, as the guard does) and
 // every other one that has a row (bals, read after the move).
-func movable(bals []Balance, debits map[string]int64) int64 {
+func movable(bals []ledger.Balance, debits map[string]int64) int64 {
 	n := int64(0)
 	for _, d := range debits {
 		if d != 0 {
@@ -207,7 +215,7 @@ func withDebits(merchants []string, debits map[string]int64) []string {
 // refusedGuard reads the balances of the merchants with a debit and returns
 // the first, in merchant order, that cannot cover its debit or has no balance
 // row, or nil when every one can.
-func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map[string]int64) (*GuardError, error) {
+func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map[string]int64) (*ledger.GuardError, error) {
 	debited := withDebits(merchants, debits)
 	bals, err := s.Balances(ctx, debited)
 	if err != nil {
@@ -215,7 +223,7 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 	}
 	for _, m := range debited {
 		if b, known := bals[m]; !known || !b.Policy().Covers(b.Available(), debits[m]) {
-			return &GuardError{MerchantID: m, Amount: debits[m]}, nil
+			return &ledger.GuardError{MerchantID: m, Amount: debits[m]}, nil
 		}
 	}
 	return nil, nil
@@ -226,9 +234,9 @@ func (s *Store) refusedGuard(ctx context.Context, merchants []string, debits map
 // (Under READ COMMITTED a merchant with no row takes no lock: a grant may
 // create it before this commits, but the rejection was decided while it
 // did not exist, and the merchant locks keep the two apart anyway.)
-func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]Balance, error) {
-	in, args := InList(merchants)
-	bals := make([]Balance, 0, len(merchants))
+func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string) ([]ledger.Balance, error) {
+	in, args := sqltx.InList(merchants)
+	bals := make([]ledger.Balance, 0, len(merchants))
 	err := s.query(ctx, tx, "SELECT "+balanceColumns+" FROM merchant_balance WHERE merchant_id IN ("+in+")",
 		args, func(rows *sql.Rows) error {
 			b, err := scanBalance(rows)
@@ -248,7 +256,7 @@ func (s *Store) balancesInTx(ctx context.Context, tx *sql.Tx, merchants []string
 // from minPrepared up (see pow2Chunks), and the fewer than minPrepared rows
 // left with one plain INSERT: a few statement shapes, and a small batch still
 // takes a single statement.
-func (s *Store) insert(ctx context.Context, tx *sql.Tx, rows []Row) error {
+func (s *Store) insert(ctx context.Context, tx *sql.Tx, rows []ledger.Row) error {
 	off := 0
 	write := func(c conn, n int) error {
 		if _, err := s.exec(ctx, c, insertSQL(n), insertArgs(rows[off:off+n])); err != nil {
@@ -271,33 +279,82 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, rows []Row) error {
 // minPrepared is the smallest INSERT worth a prepared statement (a power of two).
 const minPrepared = 64
 
-// InsertStatement is one INSERT of rows into quota_ledger, with placeholders,
-// and its arguments: every column is written, ID and CreatedAt included.
-func InsertStatement(rows []Row) (string, []any) {
-	return insertSQL(len(rows)), insertArgs(rows)
-}
+// rowColumns are the quota_ledger columns, in the order of insertArgs.
+const rowColumns = "id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, overage, grant_id, seq"
 
 func insertSQL(rows int) string {
 	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	return "INSERT INTO quota_ledger (id, event_id, merchant_id, kind, amount, balance_after, reason, payment_id, source, occurred_at, created_at, overage, grant_id, seq) VALUES " +
+	return "INSERT INTO quota_ledger (" + rowColumns + ") VALUES " +
 		tuple + strings.Repeat(", "+tuple, rows-1)
 }
 
-func insertArgs(rows []Row) []any {
+func insertArgs(rows []ledger.Row) []any {
 	args := make([]any, 0, 14*len(rows))
 	for _, r := range rows {
-		var after, grant, seq any
-		if r.BalanceAfter != nil {
-			after = *r.BalanceAfter
-		}
-		if r.GrantID != nil {
-			grant = *r.GrantID
-		}
-		if r.Seq != nil {
-			seq = *r.Seq
-		}
-		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, after,
-			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt, r.Overage, grant, seq)
+		args = append(args, r.ID, r.EventID, r.MerchantID, string(r.Kind), r.Amount, r.BalanceAfter,
+			r.Reason, r.PaymentID, r.Source, r.OccurredAt, r.CreatedAt, r.Overage, r.GrantID, r.Seq)
 	}
 	return args
+}
+
+func duplicate(err error) bool { return failure.MySQLNumber(err) == failure.MySQLDupEntry }
+
+func refused(err error) bool {
+	switch failure.MySQLNumber(err) {
+	case failure.MySQLDataTooLong, failure.MySQLOutOfRange, failure.MySQLTruncated, failure.MySQLIncorrectValue,
+		failure.MySQLBadDatetime, failure.MySQLNotNull, failure.MySQLValueOutOfRange, failure.MySQLCheckMySQL,
+		failure.MySQLCheckMariaDB:
+		return true
+	}
+	return false
+}
+
+var atRow = regexp.MustCompile(`at row (\d+)\s*$`)
+
+// refusedRow returns the 0-based row of a multi-row INSERT named by the
+// server's message ("... at row N"), or -1.
+func refusedRow(err error) int {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return -1
+	}
+	m := atRow.FindStringSubmatch(strings.TrimSpace(me.Message))
+	if m == nil {
+		return -1
+	}
+	if n, err := strconv.Atoi(m[1]); err == nil && n >= 1 {
+		return n - 1
+	}
+	return -1
+}
+
+// chunkError remembers where in rows a failed INSERT statement started.
+type chunkError struct {
+	offset int
+	err    error
+}
+
+func (e *chunkError) Error() string { return e.err.Error() }
+func (e *chunkError) Unwrap() error { return e.err }
+
+// classify turns a failed transaction into the ledger's errors.
+func classify(err error, rows []ledger.Row) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ledger.ErrGuard):
+		return err
+	case duplicate(err):
+		return fmt.Errorf("%w: %w", ledger.ErrDuplicate, err)
+	case refused(err):
+		re := &ledger.RefusedError{Err: err}
+		var ce *chunkError
+		if errors.As(err, &ce) {
+			if i := refusedRow(err); i >= 0 && ce.offset+i < len(rows) {
+				re.EventID = rows[ce.offset+i].EventID
+			}
+		}
+		return re
+	}
+	return fmt.Errorf("ledger: commit: %w", err)
 }

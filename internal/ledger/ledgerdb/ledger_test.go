@@ -1,7 +1,8 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -29,7 +31,7 @@ func (c *counterIDs) NextIDs(dst []int64) error {
 func newStore(t *testing.T) (*Store, *testenv.MySQL) {
 	t.Helper()
 	db := testenv.NewMySQL(t)
-	s, err := New(db.DB, &counterIDs{}, nil, Options{})
+	s, err := New(db.SQL, &counterIDs{}, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,22 +46,22 @@ func grant(t *testing.T, s *Store, merchant string, amount int64) {
 }
 
 // grantOne grants one credit and returns its outcome, the batch error first.
-func grantOne(s *Store, merchant string, amount int64, id string) (Credited, error) {
-	out, err := s.Grant(context.Background(), []Credit{{ID: id, MerchantID: merchant, Amount: amount}})
+func grantOne(s *Store, merchant string, amount int64, id string) (ledger.Credited, error) {
+	out, err := s.Grant(context.Background(), []ledger.Credit{{ID: id, MerchantID: merchant, Amount: amount}})
 	if err != nil {
-		return Credited{}, err
+		return ledger.Credited{}, err
 	}
 	return out[0], out[0].Err
 }
 
-func debit(event, merchant string, amount int64) Row {
-	return Row{EventID: event, MerchantID: merchant, Kind: KindDebit, Amount: amount, Reason: ReasonPayment,
+func debit(event, merchant string, amount int64) ledger.Row {
+	return ledger.Row{EventID: event, MerchantID: merchant, Kind: ledger.KindDebit, Amount: amount, Reason: ledger.ReasonPayment,
 		PaymentID: "pay-" + event, Source: "pc", OccurredAt: time.Now().UTC()}
 }
 
-func rejected(event, merchant string, amount int64, reason string) Row {
+func rejected(event, merchant string, amount int64, reason string) ledger.Row {
 	r := debit(event, merchant, amount)
-	r.Kind, r.Reason = KindRejected, reason
+	r.Kind, r.Reason = ledger.KindRejected, reason
 	return r
 }
 
@@ -71,8 +73,12 @@ func checkBalancesMatchLedger(t *testing.T, s *Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bals []Balance
-	if err := s.db.WithContext(ctx).Find(&bals).Error; err != nil {
+	var bals []ledger.Balance
+	if err := s.query(ctx, s.db, "SELECT "+balanceColumns+" FROM merchant_balance", nil, func(rows *sql.Rows) error {
+		b, err := scanBalance(rows)
+		bals = append(bals, b)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range bals {
@@ -83,7 +89,7 @@ func checkBalancesMatchLedger(t *testing.T, s *Store) {
 	}
 }
 
-func balanceOf(t *testing.T, s *Store, merchant string) Balance {
+func balanceOf(t *testing.T, s *Store, merchant string) ledger.Balance {
 	t.Helper()
 	bals, err := s.Balances(context.Background(), []string{merchant})
 	if err != nil {
@@ -98,12 +104,12 @@ func TestCommitWritesRowsAndMovesBalances(t *testing.T) {
 	grant(t, s, "m-a", 10)
 	grant(t, s, "m-b", 5)
 
-	rows := []Row{
+	rows := []ledger.Row{
 		debit("e1", "m-b", 2),
 		debit("e2", "m-a", 3),
-		rejected("e3", "m-a", 50, ReasonInsufficient),
+		rejected("e3", "m-a", 50, ledger.ReasonInsufficient),
 		debit("e4", "m-a", 4),
-		rejected("e5", "m-zzz", 1, ReasonUnknownMerchant),
+		rejected("e5", "m-zzz", 1, ledger.ReasonUnknownMerchant),
 	}
 	if err := s.Commit(ctx, rows); err != nil {
 		t.Fatal(err)
@@ -152,9 +158,9 @@ func TestCommitGuardRefusesOverdraft(t *testing.T) {
 	grant(t, s, "m-a", 5)
 	grant(t, s, "m-b", 5)
 
-	err := s.Commit(ctx, []Row{debit("e1", "m-a", 3), debit("e2", "m-b", 4), debit("e3", "m-b", 2)})
-	var ge *GuardError
-	if !errors.As(err, &ge) || !errors.Is(err, ErrGuard) {
+	err := s.Commit(ctx, []ledger.Row{debit("e1", "m-a", 3), debit("e2", "m-b", 4), debit("e3", "m-b", 2)})
+	var ge *ledger.GuardError
+	if !errors.As(err, &ge) || !errors.Is(err, ledger.ErrGuard) {
 		t.Fatalf("Commit = %v, want a *GuardError", err)
 	}
 	if ge.MerchantID != "m-b" || ge.Amount != 6 {
@@ -168,7 +174,7 @@ func TestCommitGuardRefusesOverdraft(t *testing.T) {
 	}
 
 	// A merchant without a balance row cannot be debited either.
-	err = s.Commit(ctx, []Row{debit("e4", "m-unknown", 1)})
+	err = s.Commit(ctx, []ledger.Row{debit("e4", "m-unknown", 1)})
 	if !errors.As(err, &ge) || ge.MerchantID != "m-unknown" {
 		t.Fatalf("Commit for an unknown merchant = %v, want a *GuardError", err)
 	}
@@ -179,11 +185,11 @@ func TestCommitDuplicateRollsBack(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	grant(t, s, "m-a", 10)
-	if err := s.Commit(ctx, []Row{debit("e1", "m-a", 1)}); err != nil {
+	if err := s.Commit(ctx, []ledger.Row{debit("e1", "m-a", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	err := s.Commit(ctx, []Row{debit("e2", "m-a", 1), debit("e1", "m-a", 1)})
-	if !errors.Is(err, ErrDuplicate) {
+	err := s.Commit(ctx, []ledger.Row{debit("e2", "m-a", 1), debit("e1", "m-a", 1)})
+	if !errors.Is(err, ledger.ErrDuplicate) {
 		t.Fatalf("Commit = %v, want ErrDuplicate", err)
 	}
 	if ex, _ := s.ExistingEvents(ctx, []string{"e2"}); len(ex) != 0 {
@@ -201,8 +207,8 @@ func TestCommitRefusesBadValues(t *testing.T) {
 	grant(t, s, "m-a", 10)
 	bad := debit("e2", "m-a", 1)
 	bad.PaymentID = strings.Repeat("x", 129)
-	err := s.Commit(ctx, []Row{debit("e1", "m-a", 1), bad})
-	var re *RefusedError
+	err := s.Commit(ctx, []ledger.Row{debit("e1", "m-a", 1), bad})
+	var re *ledger.RefusedError
 	if !errors.As(err, &re) || re.EventID != "e2" {
 		t.Fatalf("Commit = %v, want a *RefusedError for e2", err)
 	}
@@ -213,13 +219,13 @@ func TestCommitRefusesBadValues(t *testing.T) {
 
 func TestCommitChunksInserts(t *testing.T) {
 	db := testenv.NewMySQL(t)
-	s, err := New(db.DB, &counterIDs{}, nil, Options{InsertChunk: 64})
+	s, err := New(db.SQL, &counterIDs{}, nil, Options{InsertChunk: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	grant(t, s, "m-a", 1000)
-	var rows []Row
+	var rows []ledger.Row
 	for i := range 200 { // three prepared INSERTs of 64, one plain of 8
 		rows = append(rows, debit(fmt.Sprintf("e%d", i), "m-a", 2))
 	}
@@ -243,7 +249,7 @@ func TestGrant(t *testing.T) {
 	if err != nil || c.Duplicate {
 		t.Fatalf("Grant = %v, duplicate %v", err, c.Duplicate)
 	}
-	if row := c.Row; row.Kind != KindCredit || row.BalanceAfter == nil || *row.BalanceAfter != 7 || row.ID == 0 {
+	if row := c.Row; row.Kind != ledger.KindCredit || row.BalanceAfter == nil || *row.BalanceAfter != 7 || row.ID == 0 {
 		t.Errorf("credit row = %+v", row)
 	}
 	if c, err = grantOne(s, "m-new", 7, "g1"); err != nil || !c.Duplicate {
@@ -256,7 +262,7 @@ func TestGrant(t *testing.T) {
 		t.Errorf("balance = %+v, want credited 12", b)
 	}
 
-	if err := s.Commit(ctx, []Row{debit("e1", "m-new", 1)}); err != nil {
+	if err := s.Commit(ctx, []ledger.Row{debit("e1", "m-new", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -267,11 +273,11 @@ func TestGrant(t *testing.T) {
 		{"other merchant", "m-other", "g1", 7},
 		{"a payment's id", "m-new", "e1", 1},
 	} {
-		if _, err := grantOne(s, tc.merchant, tc.amount, tc.id); !errors.Is(err, ErrConflict) {
+		if _, err := grantOne(s, tc.merchant, tc.amount, tc.id); !errors.Is(err, ledger.ErrConflict) {
 			t.Errorf("%s: Grant = %v, want ErrConflict", tc.name, err)
 		}
 	}
-	if _, err := grantOne(s, "m-new", 0, "g3"); !errors.Is(err, ErrRefused) {
+	if _, err := grantOne(s, "m-new", 0, "g3"); !errors.Is(err, ledger.ErrRefused) {
 		t.Errorf("Grant of 0 = %v, want ErrRefused", err)
 	}
 	if b := balanceOf(t, s, "m-new"); b.Credited != 12 || b.Debited != 1 {
@@ -288,7 +294,7 @@ func TestGrantBatch(t *testing.T) {
 	if _, err := grantOne(s, "m-b", 4, "old"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := s.Grant(context.Background(), []Credit{
+	out, err := s.Grant(context.Background(), []ledger.Credit{
 		{ID: "g1", MerchantID: "m-a", Amount: 10, Source: "plans"},
 		{ID: "g2", MerchantID: "m-b", Amount: 3},
 		{ID: "g1", MerchantID: "m-a", Amount: 10},
@@ -307,8 +313,8 @@ func TestGrantBatch(t *testing.T) {
 		id       string
 		balAfter int64
 	}{
-		{false, nil, "g1", 10}, {false, nil, "g2", 7}, {true, nil, "g1", 10}, {false, ErrConflict, "g1", 10},
-		{false, ErrConflict, "old", 4}, {true, nil, "old", 4}, {false, ErrRefused, "g3", -1}, {false, nil, "g4", 15},
+		{false, nil, "g1", 10}, {false, nil, "g2", 7}, {true, nil, "g1", 10}, {false, ledger.ErrConflict, "g1", 10},
+		{false, ledger.ErrConflict, "old", 4}, {true, nil, "old", 4}, {false, ledger.ErrRefused, "g3", -1}, {false, nil, "g4", 15},
 	}
 	for i, w := range want {
 		got := out[i]
@@ -339,7 +345,7 @@ func TestGrantBatch(t *testing.T) {
 func TestCommitRetriesDeadlock(t *testing.T) {
 	db := testenv.NewMySQL(t)
 	ids := &countingIDs{}
-	s, err := New(db.DB, ids, nil, Options{})
+	s, err := New(db.SQL, ids, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +369,7 @@ func TestCommitRetriesDeadlock(t *testing.T) {
 	}
 
 	done := make(chan error, 1)
-	go func() { done <- s.Commit(ctx, []Row{debit("e1", "m-a", 1), debit("e2", "m-b", 1)}) }()
+	go func() { done <- s.Commit(ctx, []ledger.Row{debit("e1", "m-a", 1), debit("e2", "m-b", 1)}) }()
 
 	waitForLockWait(t, db)
 	// Now close the cycle: Commit holds m-a and waits for m-b; we ask for m-a.

@@ -1,15 +1,13 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
 
-	gormmysql "gorm.io/driver/mysql"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
-
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -23,7 +21,7 @@ func activeGrants(t *testing.T, s *Store, m string) (int64, map[string]int64) {
 	var sum int64
 	out := map[string]int64{}
 	for _, g := range gs[m] {
-		if g.State == GrantActive {
+		if g.State == ledger.GrantActive {
 			sum += g.Remaining
 			out[g.ID] = g.Remaining
 		}
@@ -38,13 +36,13 @@ func TestOvertakenHeadKeepsWhatItPaid(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	expires := time.Now().UTC().Add(1500 * time.Millisecond)
-	if _, err := s.Grant(ctx, []Credit{{ID: "h", MerchantID: "m", Amount: 100, Priority: 2, ExpiresAt: &expires}}); err != nil {
+	if _, err := s.Grant(ctx, []ledger.Credit{{ID: "h", MerchantID: "m", Amount: 100, Priority: 2, ExpiresAt: &expires}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, []Row{debit("e-1", "m", 30)}); err != nil { // paid by h, the head
+	if err := s.Commit(ctx, []ledger.Row{debit("e-1", "m", 30)}); err != nil { // paid by h, the head
 		t.Fatal(err)
 	}
-	if _, err := s.Grant(ctx, []Credit{{ID: "g", MerchantID: "m", Amount: 50, Priority: 1}}); err != nil { // g burns first now
+	if _, err := s.Grant(ctx, []ledger.Credit{{ID: "g", MerchantID: "m", Amount: 50, Priority: 1}}); err != nil { // g burns first now
 		t.Fatal(err)
 	}
 	check := func(when string, want map[string]int64) {
@@ -60,7 +58,7 @@ func TestOvertakenHeadKeepsWhatItPaid(t *testing.T) {
 		}
 	}
 	check("after g", map[string]int64{"g": 50, "h": 70})
-	if err := s.Commit(ctx, []Row{debit("e-2", "m", 60)}); err != nil { // g's 50, then 10 of h
+	if err := s.Commit(ctx, []ledger.Row{debit("e-2", "m", 60)}); err != nil { // g's 50, then 10 of h
 		t.Fatal(err)
 	}
 	check("after e-2", map[string]int64{"h": 60})
@@ -74,7 +72,7 @@ func TestOvertakenHeadKeepsWhatItPaid(t *testing.T) {
 	}
 	var expired int64
 	for _, r := range rows {
-		if r.Kind == KindExpire {
+		if r.Kind == ledger.KindExpire {
 			expired += r.Amount
 		}
 	}
@@ -91,28 +89,35 @@ func TestGuardWaitsForTheEarliestExpiry(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	early, late := now.Add(time.Second), now.Add(time.Hour)
-	if _, err := s.Grant(ctx, []Credit{
+	early, late := now.Add(time.Hour), now.Add(2*time.Hour)
+	if _, err := s.Grant(ctx, []ledger.Credit{
 		{ID: "late", MerchantID: "m", Amount: 100, ExpiresAt: &late},
 		{ID: "early", MerchantID: "m", Amount: 100, ExpiresAt: &early},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, []Row{debit("e-1", "m", 30)}); err != nil { // paid by early, which expires first
+	if err := s.Commit(ctx, []ledger.Row{debit("e-1", "m", 30)}); err != nil { // paid by early, which expires first
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(early) + 200*time.Millisecond)
+	// An hour and a second pass: every expiry the store wrote moves back by
+	// as much, so the earlier one is due and the later one is not.
+	for _, q := range []string{"UPDATE quota_grants SET expires_at = expires_at - INTERVAL 3601 SECOND WHERE merchant_id = 'm'",
+		"UPDATE merchant_balance SET next_expiry = next_expiry - INTERVAL 3601 SECOND WHERE merchant_id = 'm'"} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if due, err := s.DueExpiries(ctx, 10); err != nil || len(due) != 1 || due[0] != "m" {
 		t.Errorf("due %v (%v) past the earlier expiry, want [m]", due, err)
 	}
-	var due *ExpiryDueError
-	if err := s.Commit(ctx, []Row{debit("e-2", "m", 10)}); !errors.As(err, &due) {
+	var due *ledger.ExpiryDueError
+	if err := s.Commit(ctx, []ledger.Row{debit("e-2", "m", 10)}); !errors.As(err, &due) {
 		t.Fatalf("a debit past the earlier expiry, before it is recorded: %v; want the guard to wait for it (ExpiryDueError)", err)
 	}
 	if _, err := s.Expire(ctx, []string{"m"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, []Row{debit("e-2", "m", 10)}); err != nil {
+	if err := s.Commit(ctx, []ledger.Row{debit("e-2", "m", 10)}); err != nil {
 		t.Fatalf("a debit once the expiry is recorded: %v", err)
 	}
 	sum, got := activeGrants(t, s, "m")
@@ -125,27 +130,28 @@ func TestGuardWaitsForTheEarliestExpiry(t *testing.T) {
 // written: a session in another time zone neither expires a grant early nor late.
 func TestExpiryIgnoresTheSessionTimeZone(t *testing.T) {
 	db := testenv.NewMySQL(t)
-	east, err := gorm.Open(gormmysql.Open(db.DSN+"&time_zone=%27%2B02%3A00%27"), &gorm.Config{Logger: logger.Discard})
+	east, err := sql.Open("mysql", db.DSN+"&time_zone=%27%2B02%3A00%27")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { east.Close() })
 	s, err := New(east, &counterIDs{}, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	hour := time.Now().UTC().Add(time.Hour)
-	if _, err := s.Grant(ctx, []Credit{{ID: "g-hour", MerchantID: "m", Amount: 100, ExpiresAt: &hour}}); err != nil {
+	if _, err := s.Grant(ctx, []ledger.Credit{{ID: "g-hour", MerchantID: "m", Amount: 100, ExpiresAt: &hour}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, []Row{debit("e-1", "m", 10)}); err != nil {
+	if err := s.Commit(ctx, []ledger.Row{debit("e-1", "m", 10)}); err != nil {
 		t.Fatalf("a grant an hour from its expiry refused a debit: %v", err)
 	}
 	if due, err := s.DueExpiries(ctx, 10); err != nil || len(due) != 0 {
 		t.Fatalf("due %v (%v), want none", due, err)
 	}
 	soon := time.Now().UTC().Add(300 * time.Millisecond)
-	if _, err := s.Grant(ctx, []Credit{{ID: "g-soon", MerchantID: "n", Amount: 100, ExpiresAt: &soon}}); err != nil {
+	if _, err := s.Grant(ctx, []ledger.Credit{{ID: "g-soon", MerchantID: "n", Amount: 100, ExpiresAt: &soon}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(400 * time.Millisecond)

@@ -1,12 +1,11 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"testing"
 
-	"gorm.io/gorm"
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // A merchant's page holds its rows only, above the cursor, in seq order (1,
@@ -20,7 +19,7 @@ func TestMerchantRows(t *testing.T) {
 		grant(t, s, fmt.Sprintf("m-%d", m), each)
 	}
 	for i := range each { // interleaved ids: each commit writes a row of every merchant
-		var rows []Row
+		var rows []ledger.Row
 		for m := range merchants {
 			rows = append(rows, debit(fmt.Sprintf("e-%d-%d", m, i), fmt.Sprintf("m-%d", m), 1))
 		}
@@ -36,7 +35,7 @@ func TestMerchantRows(t *testing.T) {
 		t.Fatalf("m-3 has %d rows, want %d", len(all), 1+each)
 	}
 	for i, r := range all {
-		if r.MerchantID != "m-3" || value(r.Seq) != int64(i+1) {
+		if r.MerchantID != "m-3" || *r.Seq != int64(i+1) {
 			t.Fatalf("row %d: %+v", i, r)
 		}
 	}
@@ -48,19 +47,11 @@ func TestMerchantRows(t *testing.T) {
 		t.Fatalf("page after row 9: %+v", page)
 	}
 
-	if err := s.db.Exec("ANALYZE TABLE quota_ledger").Error; err != nil {
+	if _, err := s.db.Exec("ANALYZE TABLE quota_ledger"); err != nil {
 		t.Fatal(err)
 	}
-	var rows []Row
-	stmt := merchantRows(s.db.Session(&gorm.Session{DryRun: true}), "m-3", *all[9].Seq, 100, &rows).Statement
-	var plan []struct {
-		Key  sql.NullString `gorm:"column:key"`
-		Type string         `gorm:"column:type"`
-	}
-	if err := s.db.Raw("EXPLAIN "+stmt.SQL.String(), stmt.Vars...).Scan(&plan).Error; err != nil {
-		t.Fatal(err)
-	}
-	if len(plan) != 1 || plan[0].Key.String != "quota_ledger_merchant_seq" || plan[0].Type != "range" {
-		t.Fatalf("EXPLAIN %s: %+v, want a range of quota_ledger_merchant_seq", stmt.SQL.String(), plan)
+	plan := explain(t, s, merchantRowsSQL, []any{"m-3", *all[9].Seq, 100})
+	if len(plan) != 1 || plan[0]["key"] != "quota_ledger_merchant_seq" || plan[0]["type"] != "range" {
+		t.Fatalf("EXPLAIN %s: %+v, want a range of quota_ledger_merchant_seq", merchantRowsSQL, plan)
 	}
 }

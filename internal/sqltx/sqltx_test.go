@@ -1,8 +1,9 @@
-package ledger
+package sqltx
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -48,6 +49,14 @@ func TestRetryDeadlocks(t *testing.T) {
 				t.Errorf("error %v, want %v containing %q", err, tc.is, tc.message)
 			}
 		})
+	}
+}
+
+func TestContention(t *testing.T) {
+	for n, want := range map[uint16]bool{1213: true, 1205: true, 1062: false, 2006: false} {
+		if got := Contention(fmt.Errorf("commit: %w", &mysql.MySQLError{Number: n})); got != want {
+			t.Errorf("Contention(%d) = %v, want %v", n, got, want)
+		}
 	}
 }
 

@@ -1,13 +1,16 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 func TestBalanceMove(t *testing.T) {
@@ -60,7 +63,7 @@ func TestCommitManyMerchants(t *testing.T) {
 	for i := range n {
 		grant(t, s, fmt.Sprintf("m-%03d", i), 100)
 	}
-	var rows []Row
+	var rows []ledger.Row
 	for i := range n {
 		m := fmt.Sprintf("m-%03d", i)
 		rows = append(rows, debit("a-"+m, m, int64(1+i%7)), debit("b-"+m, m, 2))
@@ -86,7 +89,7 @@ func TestCommitManyMerchants(t *testing.T) {
 		rows = append(rows, debit("c-"+m, m, amount))
 	}
 	err := s.Commit(ctx, rows)
-	var ge *GuardError
+	var ge *ledger.GuardError
 	if !errors.As(err, &ge) || ge.MerchantID != "m-150" || ge.Amount != 1000 {
 		t.Fatalf("Commit = %v, want a *GuardError for m-150", err)
 	}
@@ -122,36 +125,38 @@ func TestBalanceMoveUsesPrimaryKeyRange(t *testing.T) {
 		debits[m] = 3
 	}
 	sql, args := balanceMove(merchants, debits, debits)
-	rows, err := s.db.Raw("EXPLAIN "+sql, args...).Rows()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		plan := map[string]string{}
-		for i, c := range cols {
-			if b, ok := vals[i].([]byte); ok {
-				plan[c] = string(b)
-			} else {
-				plan[c] = fmt.Sprint(vals[i])
-			}
-		}
+	for _, plan := range explain(t, s, sql, args) {
 		if plan["type"] != "range" || plan["key"] != "PRIMARY" {
 			t.Fatalf("plan %v, want a range on PRIMARY", plan)
 		}
 	}
-	if err := rows.Err(); err != nil {
+}
+
+// explain is MySQL's plan of query, a row per table, by column.
+func explain(t *testing.T, s *Store, query string, args []any) []map[string]string {
+	t.Helper()
+	var plans []map[string]string
+	err := s.query(t.Context(), s.db, "EXPLAIN "+query, args, func(rows *sql.Rows) error {
+		cols, err := rows.Columns()
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err == nil {
+			err = rows.Scan(ptrs...)
+		}
+		plan := map[string]string{}
+		for i, c := range cols {
+			plan[c] = vals[i].String
+		}
+		plans = append(plans, plan)
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return plans
 }
 
 // refusedGuard names the first merchant, in merchant order, that cannot cover
@@ -165,13 +170,13 @@ func TestRefusedGuard(t *testing.T) {
 	tests := []struct {
 		name   string
 		debits map[string]int64
-		want   *GuardError
+		want   *ledger.GuardError
 	}{
 		{"all covered", map[string]int64{"m-a": 5, "m-b": 1}, nil},
 		{"rejections only", map[string]int64{"m-a": 0, "m-zz": 0}, nil},
-		{"short", map[string]int64{"m-a": 5, "m-b": 6}, &GuardError{MerchantID: "m-b", Amount: 6}},
-		{"first in order", map[string]int64{"m-a": 9, "m-b": 6}, &GuardError{MerchantID: "m-a", Amount: 9}},
-		{"unknown merchant", map[string]int64{"m-a": 1, "m-c": 1}, &GuardError{MerchantID: "m-c", Amount: 1}},
+		{"short", map[string]int64{"m-a": 5, "m-b": 6}, &ledger.GuardError{MerchantID: "m-b", Amount: 6}},
+		{"first in order", map[string]int64{"m-a": 9, "m-b": 6}, &ledger.GuardError{MerchantID: "m-a", Amount: 9}},
+		{"unknown merchant", map[string]int64{"m-a": 1, "m-c": 1}, &ledger.GuardError{MerchantID: "m-c", Amount: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

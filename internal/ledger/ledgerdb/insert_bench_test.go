@@ -1,4 +1,4 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -40,7 +41,7 @@ func BenchmarkInsertIndexes(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			query, _ := InsertStatement(make([]Row, rowsPerInsert))
+			query := insertSQL(rowsPerInsert)
 			stmt, err := db.SQL.PrepareContext(ctx, query)
 			if err != nil {
 				b.Fatal(err)
@@ -49,18 +50,18 @@ func BenchmarkInsertIndexes(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			now := time.Now().UTC()
 			var id int64
-			rows := make([]Row, rowsPerInsert)
+			rows := make([]ledger.Row, rowsPerInsert)
 			for b.Loop() {
 				b.StopTimer()
 				for i := range rows {
 					id++
 					after := int64(1000)
-					rows[i] = Row{ID: id, EventID: fmt.Sprintf("%016x-%016x", rng.Uint64(), rng.Uint64()),
-						MerchantID: fmt.Sprintf("m-%06d", rng.IntN(1000)), Kind: KindDebit, Amount: 1 + rng.Int64N(50),
-						BalanceAfter: &after, Reason: ReasonPayment, PaymentID: fmt.Sprintf("pay-%d", id), Source: "pc",
+					rows[i] = ledger.Row{ID: id, EventID: fmt.Sprintf("%016x-%016x", rng.Uint64(), rng.Uint64()),
+						MerchantID: fmt.Sprintf("m-%06d", rng.IntN(1000)), Kind: ledger.KindDebit, Amount: 1 + rng.Int64N(50),
+						BalanceAfter: &after, Reason: ledger.ReasonPayment, PaymentID: fmt.Sprintf("pay-%d", id), Source: "pc",
 						OccurredAt: now, CreatedAt: now}
 				}
-				_, args := InsertStatement(rows)
+				args := insertArgs(rows)
 				b.StartTimer()
 				tx, err := db.SQL.BeginTx(ctx, nil)
 				if err != nil {

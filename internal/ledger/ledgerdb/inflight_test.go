@@ -1,4 +1,4 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -17,7 +18,7 @@ import (
 // of it.
 func TestCommitWaitsForRowsInFlight(t *testing.T) {
 	db := testenv.NewMySQL(t)
-	s, err := New(db.DB, &counterIDs{}, nil, Options{MaxRowsInFlight: 10})
+	s, err := New(db.SQL, &counterIDs{}, nil, Options{MaxRowsInFlight: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,19 +28,19 @@ func TestCommitWaitsForRowsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, []Row{debit("e1", "m-a", 1), debit("e2", "m-a", 1)}); err != nil {
+	if err := s.Commit(ctx, []ledger.Row{debit("e1", "m-a", 1), debit("e2", "m-a", 1)}); err != nil {
 		t.Fatalf("2 rows beside 8 of 10: %v", err)
 	}
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if err := s.Commit(short, []Row{debit("e3", "m-a", 1), debit("e4", "m-a", 1), debit("e5", "m-a", 1)}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := s.Commit(short, []ledger.Row{debit("e3", "m-a", 1), debit("e4", "m-a", 1), debit("e5", "m-a", 1)}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("3 rows beside 8 of 10 = %v, want DeadlineExceeded", err)
 	}
 	if ex, _ := s.ExistingEvents(ctx, []string{"e3"}); len(ex) != 0 {
 		t.Fatal("a Commit that was not admitted wrote its rows")
 	}
 
-	var big []Row
+	var big []ledger.Row
 	for i := range 50 {
 		big = append(big, debit(fmt.Sprintf("b%d", i), "m-a", 1))
 	}

@@ -1,11 +1,13 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/quotaevent"
 )
 
@@ -13,7 +15,12 @@ import (
 func outboxIDs(t *testing.T, s *Store) []string {
 	t.Helper()
 	var ids []string
-	if err := s.db.Raw("SELECT id FROM quota_outbox ORDER BY seq").Scan(&ids).Error; err != nil {
+	if err := s.query(t.Context(), s.db, "SELECT id FROM quota_outbox ORDER BY seq", nil, func(rows *sql.Rows) error {
+		var id string
+		err := rows.Scan(&id)
+		ids = append(ids, id)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return ids
@@ -35,10 +42,10 @@ func TestCommitWritesBalanceEvents(t *testing.T) {
 	if err := s.SetAlerts(ctx, "m-1", &quotaevent.Alerts{Units: 500, Percent: 20}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetAlerts(ctx, "m-x", nil); !errors.Is(err, ErrUnknownMerchant) {
+	if err := s.SetAlerts(ctx, "m-x", nil); !errors.Is(err, ledger.ErrUnknownMerchant) {
 		t.Fatalf("SetAlerts of an unknown merchant: %v", err)
 	}
-	batch := []Row{debit("e-1", "m-1", 100), debit("e-2", "m-1", 700), rejected("e-3", "m-1", 500, ReasonInsufficient), debit("e-4", "m-1", 200)}
+	batch := []ledger.Row{debit("e-1", "m-1", 100), debit("e-2", "m-1", 700), rejected("e-3", "m-1", 500, ledger.ReasonInsufficient), debit("e-4", "m-1", 200)}
 	if err := s.Commit(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +58,7 @@ func TestCommitWritesBalanceEvents(t *testing.T) {
 	if written != 2 {
 		t.Errorf("Written ran %d times, want 2 (the grant, the batch)", written)
 	}
-	if err := s.Commit(ctx, []Row{debit("e-1", "m-1", 100)}); !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrGuard) {
+	if err := s.Commit(ctx, []ledger.Row{debit("e-1", "m-1", 100)}); !errors.Is(err, ledger.ErrDuplicate) && !errors.Is(err, ledger.ErrGuard) {
 		t.Fatalf("replay: %v", err)
 	}
 	if c, err := grantOne(s, "m-1", 1000, "g-1"); err != nil || !c.Duplicate {

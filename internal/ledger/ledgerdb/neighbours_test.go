@@ -1,10 +1,12 @@
-package ledger
+package ledgerdb
 
 import (
 	"context"
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // Merchants that share nothing, each alone as under its lock, grant and then
@@ -24,11 +26,11 @@ func TestNeighbouringMerchantsGrantWithoutDeadlocks(t *testing.T) {
 			defer wg.Done()
 			id := fmt.Sprintf("m%02d", m)
 			for i := range rounds {
-				if _, err := s.Grant(ctx, []Credit{{ID: fmt.Sprintf("g-%s-%d", id, i), MerchantID: id, Amount: 10, Priority: 50 - i%3}}); err != nil {
+				if _, err := s.Grant(ctx, []ledger.Credit{{ID: fmt.Sprintf("g-%s-%d", id, i), MerchantID: id, Amount: 10, Priority: 50 - i%3}}); err != nil {
 					errs <- err
 					return
 				}
-				if err := s.Commit(ctx, []Row{debit(fmt.Sprintf("e-%s-%d", id, i), id, 10)}); err != nil {
+				if err := s.Commit(ctx, []ledger.Row{debit(fmt.Sprintf("e-%s-%d", id, i), id, 10)}); err != nil {
 					errs <- err
 					return
 				}
