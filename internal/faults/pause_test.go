@@ -171,7 +171,7 @@ func (g *rig) holdMySQL(ctx context.Context, sql *testenv.Proxy, next string) {
 	case "settle":
 		at = "START TRANSACTION"
 	case "hydrate":
-		at = "FROM `merchant_balance` WHERE merchant_id IN"
+		at = "SELECT /* balances */"
 		iter := g.rdb.Scan(ctx, 0, g.keys.Prefix()+"quota:*", 1000).Iterator()
 		for iter.Next(ctx) { // a cache loss: the invariants allow a missing hash
 			g.rdb.Del(ctx, iter.Val())

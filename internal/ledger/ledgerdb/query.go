@@ -51,14 +51,17 @@ func (s *Store) existingEvents(ctx context.Context, c conn, eventIDs []string) (
 const maxInList = 1024
 
 // Balances returns the balance rows of those merchants that have one, in one
-// query. A merchant missing from the map is unknown.
+// query. A merchant missing from the map is unknown. The statement names
+// itself (/* balances */) apart from the ledger transaction's read of the same
+// rows: in processlists and slow logs, and for the fault suite, which holds
+// MySQL at the read a hydration makes.
 func (s *Store) Balances(ctx context.Context, merchantIDs []string) (map[string]ledger.Balance, error) {
 	out := make(map[string]ledger.Balance, len(merchantIDs))
 	if len(merchantIDs) == 0 {
 		return out, nil
 	}
 	in, args := sqltx.InList(merchantIDs)
-	err := s.query(ctx, s.db, "SELECT "+balanceColumns+" FROM merchant_balance WHERE merchant_id IN ("+in+")", args,
+	err := s.query(ctx, s.db, "SELECT /* balances */ "+balanceColumns+" FROM merchant_balance WHERE merchant_id IN ("+in+")", args,
 		func(rows *sql.Rows) error {
 			b, err := scanBalance(rows)
 			out[b.MerchantID] = b
