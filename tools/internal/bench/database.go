@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -22,15 +23,7 @@ const DefaultAdminDSN = "root@tcp(127.0.0.1:3306)/?parseTime=true"
 // BILLING_BENCH_MYSQL_DSN, else the server of MYSQL_DSN, else
 // DefaultAdminDSN. The database name is dropped and parseTime forced.
 func AdminDSN(explicit string, getenv func(string) string) (string, error) {
-	dsn := explicit
-	for _, v := range []string{"BILLING_BENCH_MYSQL_DSN", "MYSQL_DSN"} {
-		if dsn == "" {
-			dsn = getenv(v)
-		}
-	}
-	if dsn == "" {
-		dsn = DefaultAdminDSN
-	}
+	dsn := cmp.Or(explicit, getenv("BILLING_BENCH_MYSQL_DSN"), getenv("MYSQL_DSN"), DefaultAdminDSN)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return "", fmt.Errorf("bench: MySQL DSN: %w", err)
