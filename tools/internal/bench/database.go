@@ -13,7 +13,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/quotaflow/billing/internal/ledger"
-	"github.com/quotaflow/billing/internal/scenario"
+	"github.com/quotaflow/billing/internal/migrate"
 )
 
 // DefaultAdminDSN is the server the bench creates its databases on.
@@ -45,7 +45,7 @@ func databaseName(strategy, run string) string {
 // openDatabase creates and migrates name and opens a pool of poolSize
 // connections; Close closes the pool.
 func openDatabase(ctx context.Context, admin *sql.DB, adminDSN, name string, poolSize int) (*database, error) {
-	dsn, err := scenario.CreateDatabase(ctx, admin, adminDSN, name)
+	dsn, err := migrate.CreateDatabase(ctx, admin, adminDSN, name, true)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
