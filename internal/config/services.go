@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
@@ -183,10 +184,7 @@ func (p *parser) mysql() MySQL {
 		TLSCAFile:    p.file("MYSQL_TLS_CA_FILE"),
 		MaxOpenConns: p.integer("MYSQL_MAX_OPEN_CONNS", 32, 1, 1000),
 	}
-	if m.DSN == "" {
-		m.DSN = DefaultMySQLDSN
-	}
-	m.DSN = p.withPassword(m.DSN)
+	m.DSN = p.withPassword(cmp.Or(m.DSN, DefaultMySQLDSN))
 	cfg, err := mysql.ParseDSN(m.DSN)
 	if err != nil {
 		// The raw DSN may hold a password: name the variable, not the value.

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -59,21 +60,15 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	setInt(&c.Lanes, 2)
-	setInt(&c.BatchSize, 2048)
-	setInt(&c.MaxInFlightPerPartition, 2*c.Lanes*c.BatchSize)
-	setDur(&c.CommitInterval, time.Second)
-	setInt(&c.MaxAttempts, 5)
-	setDur(&c.BackoffInitial, 100*time.Millisecond)
-	setDur(&c.BackoffMax, 5*time.Second)
-	setDur(&c.ProbeTimeout, 2*time.Second)
-	setDur(&c.ShutdownTimeout, 10*time.Second)
-	setDur(&c.SessionTimeout, 30*time.Second)
-	setDur(&c.HeartbeatInterval, 3*time.Second)
-	setDur(&c.RebalanceTimeout, 30*time.Second)
-	setDur(&c.JoinGroupBackoff, 2*time.Second)
-	setDur(&c.GroupTimeout, min(5*time.Second, c.ShutdownTimeout/5))
-	setDur(&c.MaxWait, 100*time.Millisecond)
+	c.Lanes, c.BatchSize = cmp.Or(c.Lanes, 2), cmp.Or(c.BatchSize, 2048)
+	c.MaxInFlightPerPartition = cmp.Or(c.MaxInFlightPerPartition, 2*c.Lanes*c.BatchSize)
+	c.CommitInterval, c.MaxAttempts = cmp.Or(c.CommitInterval, time.Second), cmp.Or(c.MaxAttempts, 5)
+	c.BackoffInitial, c.BackoffMax = cmp.Or(c.BackoffInitial, 100*time.Millisecond), cmp.Or(c.BackoffMax, 5*time.Second)
+	c.ProbeTimeout, c.ShutdownTimeout = cmp.Or(c.ProbeTimeout, 2*time.Second), cmp.Or(c.ShutdownTimeout, 10*time.Second)
+	c.SessionTimeout, c.HeartbeatInterval = cmp.Or(c.SessionTimeout, 30*time.Second), cmp.Or(c.HeartbeatInterval, 3*time.Second)
+	c.RebalanceTimeout, c.JoinGroupBackoff = cmp.Or(c.RebalanceTimeout, 30*time.Second), cmp.Or(c.JoinGroupBackoff, 2*time.Second)
+	c.GroupTimeout = cmp.Or(c.GroupTimeout, min(5*time.Second, c.ShutdownTimeout/5))
+	c.MaxWait = cmp.Or(c.MaxWait, 100*time.Millisecond)
 }
 
 // Validate reports every invalid field of c with its defaults applied, joined.
@@ -142,16 +137,4 @@ func (c *Config) drainBudget(shutdown bool) (drain, grace time.Duration) {
 		drain, grace = min(drain, c.RebalanceTimeout/2), min(grace, c.RebalanceTimeout/10)
 	}
 	return drain, grace
-}
-
-func setInt(v *int, def int) {
-	if *v == 0 {
-		*v = def
-	}
-}
-
-func setDur(v *time.Duration, def time.Duration) {
-	if *v == 0 {
-		*v = def
-	}
 }

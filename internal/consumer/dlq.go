@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +26,7 @@ type pending[T any] struct {
 // toDLQ counts a permanent failure of e, which dead-letters it.
 func toDLQ[T any](e envelope[T], cause error) pending[T] {
 	e.fail()
-	class := dlq.Class(failure.ClassOf(cause))
-	if class == "" {
-		class = dlq.ClassInvalid
-	}
+	class := cmp.Or(dlq.Class(failure.ClassOf(cause)), dlq.ClassInvalid)
 	return pending[T]{e: e, class: class, cause: cause}
 }
 

@@ -36,45 +36,31 @@ type Metrics struct {
 // NewMetrics builds the collectors and registers them with reg. A nil reg
 // leaves them unregistered (they still count).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	counters := func(name, help, label string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	}
+	gauges := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"partition"})
+	}
+	histogram := func(name, help string, buckets ...float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	}
 	m := &Metrics{
-		consumed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "billing_consumer_messages_total",
-			Help: "Messages fetched from the consumed topic, by partition.",
-		}, []string{"partition"}),
-		dlqPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "billing_dlq_published_total",
-			Help: "Messages published to the dead-letter topic, by error class.",
-		}, []string{"class"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "billing_retries_total",
-			Help: "Retries by kind (outage: dependency down, not counted as attempts; split: batch retried item by item; item: an item retried alone; dlq: dead-letter publish; fetch: partition fetch).",
-		}, []string{"kind"}),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "billing_batch_size",
-			Help:    "Items per lane batch handed to the handler.",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
-		}),
-		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "billing_batch_duration_seconds",
-			Help:    "Time to settle a lane batch (handled, dead-lettered or abandoned), retries included.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "billing_consumer_lag",
-			Help: "High watermark minus the committed offset, per partition owned by this member.",
-		}, []string{"partition"}),
-		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "billing_inflight",
-			Help: "Messages fetched and not yet released by the commit position, per partition owned by this member.",
-		}, []string{"partition"}),
-		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "billing_consumer_commits_total",
-			Help: "Offset commit requests by result (ok, error).",
-		}, []string{"result"}),
-		generations: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "billing_consumer_generations_total",
-			Help: "Consumer group generations this member took part in (each rebalance starts one).",
-		}),
+		consumed:     counters("billing_consumer_messages_total", "Messages fetched from the consumed topic, by partition.", "partition"),
+		dlqPublished: counters("billing_dlq_published_total", "Messages published to the dead-letter topic, by error class.", "class"),
+		retries: counters("billing_retries_total",
+			"Retries by kind (outage: dependency down, not counted as attempts; split: batch retried item by item; item: an item retried alone; dlq: dead-letter publish; fetch: partition fetch).", "kind"),
+		batchSize: histogram("billing_batch_size", "Items per lane batch handed to the handler.",
+			1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+		batchDuration: histogram("billing_batch_duration_seconds",
+			"Time to settle a lane batch (handled, dead-lettered or abandoned), retries included.",
+			.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30),
+		lag: gauges("billing_consumer_lag", "High watermark minus the committed offset, per partition owned by this member."),
+		inflight: gauges("billing_inflight",
+			"Messages fetched and not yet released by the commit position, per partition owned by this member."),
+		commits: counters("billing_consumer_commits_total", "Offset commit requests by result (ok, error).", "result"),
+		generations: prometheus.NewCounter(prometheus.CounterOpts{Name: "billing_consumer_generations_total",
+			Help: "Consumer group generations this member took part in (each rebalance starts one)."}),
 	}
 	for _, c := range []dlq.Class{dlq.ClassInvalid, dlq.ClassConflict, dlq.ClassRefused, dlq.ClassExhausted} {
 		m.dlqPublished.WithLabelValues(string(c))

@@ -1,6 +1,7 @@
 package idgen
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -55,9 +56,7 @@ func New(workerID int, opts Options) (*Generator, error) {
 		}
 		g.clock = l.clock
 	}
-	if g.clock == nil {
-		g.clock = SystemClock()
-	}
+	g.clock = cmp.Or(g.clock, SystemClock())
 	return g, nil
 }
 

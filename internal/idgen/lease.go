@@ -1,6 +1,7 @@
 package idgen
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	_ "embed"
@@ -112,14 +113,9 @@ func AcquireLease(ctx context.Context, rdb redis.Scripter, keys keyspace.Keyspac
 	case opts.TTL < minLeaseTTL:
 		return nil, fmt.Errorf("idgen: lease TTL %v below %v", opts.TTL, minLeaseTTL)
 	}
-	if opts.Clock == nil {
-		opts.Clock = SystemClock()
-	}
+	opts.Clock, logger = cmp.Or(opts.Clock, SystemClock()), cmp.Or(logger, zap.NewNop())
 	if opts.Metrics == nil {
 		opts.Metrics, _ = NewMetrics(nil)
-	}
-	if logger == nil {
-		logger = zap.NewNop()
 	}
 	key := keys.WorkerLease(workerID)
 	l := &Lease{

@@ -12,6 +12,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -87,9 +88,7 @@ func New(rdb Redis, opts Options) (*Client, error) {
 		}
 		opts.Metrics = m
 	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
+	opts.Logger = cmp.Or(opts.Logger, zap.NewNop())
 	return &Client{rdb: rdb, opts: opts, scripts: newScripts(), stop: make(chan struct{})}, nil
 }
 

@@ -35,23 +35,15 @@ type Metrics struct {
 // leaves them unregistered (they still count).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		obtain: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "billing_lock_obtain_total",
-			Help: "Lock acquisitions by mode (try: Obtain, wait: Wait) and result.",
-		}, []string{"mode", "result"}),
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "billing_lock_wait_seconds",
+		obtain: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "billing_lock_obtain_total",
+			Help: "Lock acquisitions by mode (try: Obtain, wait: Wait) and result."}, []string{"mode", "result"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "billing_lock_wait_seconds",
 			Help:    "Time spent in Wait until the lock was obtained or the wait gave up, by result.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"result"}),
-		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "billing_lock_lost_total",
-			Help: "Locks lost while held, by reason (not_held: deleted, expired or taken; expired: not renewable in time).",
-		}, []string{"reason"}),
-		renewErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "billing_lock_renew_errors_total",
-			Help: "Transient errors of watchdog renewals (each is retried until the lock would expire).",
-		}),
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"result"}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "billing_lock_lost_total",
+			Help: "Locks lost while held, by reason (not_held: deleted, expired or taken; expired: not renewable in time)."}, []string{"reason"}),
+		renewErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "billing_lock_renew_errors_total",
+			Help: "Transient errors of watchdog renewals (each is retried until the lock would expire)."}),
 	}
 	for _, mode := range []string{modeTry, modeWait} {
 		for _, r := range []string{resultObtained, resultNotObtained, resultError} {

@@ -122,6 +122,28 @@ type Migrator struct {
 	latest uint
 }
 
+// CreateDatabase creates the database name on the server of admin (whose DSN
+// is serverDSN), migrates it when migrated is set, and returns its DSN.
+func CreateDatabase(ctx context.Context, admin *sql.DB, serverDSN, name string, migrated bool) (string, error) {
+	cfg, err := mysql.ParseDSN(serverDSN)
+	if err != nil {
+		return "", fmt.Errorf("migrate: MySQL DSN: %w", err)
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		return "", fmt.Errorf("migrate: create database %s on %s: %w", name, cfg.Addr, err)
+	}
+	cfg.DBName = name
+	if !migrated {
+		return cfg.FormatDSN(), nil
+	}
+	m, err := Open(cfg.FormatDSN())
+	if err != nil {
+		return "", err
+	}
+	_, err = m.Up()
+	return cfg.FormatDSN(), errors.Join(err, m.Close())
+}
+
 // Open connects to the database named in dsn (go-sql-driver/mysql format) and
 // records the embedded migrations' compatibility markers there.
 func Open(dsn string) (*Migrator, error) { return OpenFS(dsn, migrations.FS) }

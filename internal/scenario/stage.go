@@ -75,7 +75,7 @@ func NewStage(ctx context.Context, o StageOptions) (_ *Stage, err error) {
 		return nil, fmt.Errorf("scenario: open MySQL: %w", err)
 	}
 	s.DBName = "billing_" + o.Name + "_" + id // dropped at teardown even if half made
-	if s.DSN, err = CreateDatabase(ctx, s.admin, s.AdminDSN, s.DBName); err != nil {
+	if s.DSN, err = migrate.CreateDatabase(ctx, s.admin, s.AdminDSN, s.DBName, true); err != nil {
 		return nil, err
 	}
 	if err := s.Redis.Ping(ctx).Err(); err != nil {
@@ -175,25 +175,6 @@ func RedisVersion(ctx context.Context, rdb redis.UniversalClient) string {
 // Client is a Kafka client of the stage's brokers.
 func (s *Stage) Client() *kafka.Client {
 	return &kafka.Client{Addr: kafka.TCP(s.Brokers...), Timeout: 15 * time.Second, Transport: s.Transport}
-}
-
-// CreateDatabase creates the database name on the server of admin (whose DSN
-// is adminDSN), migrates it and returns its DSN.
-func CreateDatabase(ctx context.Context, admin *sql.DB, adminDSN, name string) (string, error) {
-	cfg, err := mysql.ParseDSN(adminDSN)
-	if err != nil {
-		return "", fmt.Errorf("scenario: MySQL DSN: %w", err)
-	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
-		return "", fmt.Errorf("scenario: create database %s on %s: %w", name, cfg.Addr, err)
-	}
-	cfg.DBName = name
-	m, err := migrate.Open(cfg.FormatDSN())
-	if err != nil {
-		return "", err
-	}
-	_, err = m.Up()
-	return cfg.FormatDSN(), errors.Join(err, m.Close())
 }
 
 // DropDatabase drops name; ctx should outlive an interrupted run.

@@ -60,13 +60,7 @@ func newDatabase(t testing.TB, server *mysql.Config, migrated bool) *MySQL {
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
-		admin.Close()
-		t.Fatalf("testenv: create database: %v", err)
-	}
-	t.Cleanup(func() {
+	t.Cleanup(func() { // first: a database half made is dropped too
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
@@ -74,18 +68,11 @@ func newDatabase(t testing.TB, server *mysql.Config, migrated bool) *MySQL {
 		}
 		admin.Close()
 	})
-	cfg := server.Clone()
-	cfg.DBName = name
-	db := &MySQL{Name: name, DSN: cfg.FormatDSN()}
-	if migrated {
-		m, err := migrate.Open(db.DSN)
-		if err == nil {
-			_, err = m.Up()
-			err = errors.Join(err, m.Close())
-		}
-		if err != nil {
-			t.Fatalf("testenv: migrate %s: %v", name, err)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := &MySQL{Name: name}
+	if db.DSN, err = migrate.CreateDatabase(ctx, admin, server.FormatDSN(), name, migrated); err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
 	if db.DB, err = gorm.Open(gormmysql.Open(db.DSN), &gorm.Config{Logger: logger.Discard}); err != nil {
 		t.Fatalf("testenv: open %s: %v", name, err)

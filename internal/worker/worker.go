@@ -5,6 +5,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,10 +70,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if len(cfg.Kafka.Brokers) == 0 {
 		return nil, errors.New("worker: KAFKA_BROKERS is empty")
 	}
-	reg := opts.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
+	reg := cmp.Or(opts.Registry, prometheus.NewRegistry())
 	w := &Worker{log: log}
 	if w.svc, err = writepath.OpenServices(ctx, cfg, "billing-worker", log); err != nil {
 		return nil, err

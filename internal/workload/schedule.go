@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -37,9 +38,7 @@ type ScheduleStats struct {
 func ProduceOnSchedule(ctx context.Context, w MessageWriter, g *Generator, total int, unpaced bool, progress func(ScheduleStats)) (ScheduleStats, error) {
 	cfg := g.Config()
 	start, step := cfg.Start, cfg.Step
-	if total == 0 {
-		total = math.MaxInt
-	}
+	total = cmp.Or(total, math.MaxInt)
 	var st ScheduleStats
 	batch := make([]kafka.Message, 0, chunk)
 	pending := make([]Message, 0, chunk)

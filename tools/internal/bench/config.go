@@ -9,14 +9,9 @@ import (
 	"github.com/quotaflow/billing/internal/workload"
 )
 
-// Defaults of Config.
+// Defaults of Config that billing-sim's flags name too.
 const (
-	DefaultEvents    = 10_000
-	DefaultMerchants = 1000
 	DefaultHot       = 0.2
-	DefaultCallers   = 16
-	DefaultBatch     = 256
-	DefaultQuota     = 1_000_000_000 // per merchant: enough for any default workload
 	DefaultKeyPrefix = "billing-bench:"
 )
 
@@ -43,51 +38,34 @@ type Config struct {
 // DefaultConfig is the hot workload: 1000 merchants, one of them taking 20%.
 func DefaultConfig() Config {
 	return Config{
-		AdminDSN:   DefaultAdminDSN,
-		Strategies: StrategyNames(),
-		Events:     DefaultEvents,
-		Merchants:  DefaultMerchants,
-		Skew:       workload.Skew{Kind: workload.Hot, Param: DefaultHot},
-		MinAmount:  workload.DefaultMinAmount,
-		MaxAmount:  workload.DefaultMaxAmount,
-		Seed:       1,
-		Callers:    DefaultCallers,
-		Batch:      DefaultBatch,
-		Quota:      DefaultQuota,
-		KeyPrefix:  DefaultKeyPrefix,
-		LockTTL:    DefaultLockTTL,
+		AdminDSN: DefaultAdminDSN, Strategies: StrategyNames(), Events: 10_000, Merchants: 1000,
+		Skew:      workload.Skew{Kind: workload.Hot, Param: DefaultHot},
+		MinAmount: workload.DefaultMinAmount, MaxAmount: workload.DefaultMaxAmount, Seed: 1, Callers: 16, Batch: 256,
+		Quota:     1_000_000_000, // per merchant: enough for any default workload
+		KeyPrefix: DefaultKeyPrefix, LockTTL: DefaultLockTTL,
 	}
 }
 
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	var errs []error
-	if c.AdminDSN == "" {
-		errs = append(errs, errors.New("no MySQL DSN"))
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
 	}
-	if len(c.Strategies) == 0 {
-		errs = append(errs, errors.New("no strategy"))
-	}
+	check(c.AdminDSN != "", "no MySQL DSN")
+	check(len(c.Strategies) > 0, "no strategy")
 	for _, s := range c.Strategies {
 		if _, err := NewStrategy(s, 0); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if c.Events < 1 {
-		errs = append(errs, fmt.Errorf("events %d < 1", c.Events))
-	}
-	if c.Callers < 1 || c.Callers > 1024 {
-		errs = append(errs, fmt.Errorf("callers %d outside 1..1024", c.Callers))
-	}
-	if c.Batch < 1 {
-		errs = append(errs, fmt.Errorf("batch %d < 1", c.Batch))
-	}
-	if c.Quota < 1 {
-		errs = append(errs, fmt.Errorf("quota %d < 1 (a credit row needs a positive amount)", c.Quota))
-	}
-	if strings.ContainsAny(c.KeyPrefix, "{}") {
-		errs = append(errs, fmt.Errorf("key prefix %q must not contain braces", c.KeyPrefix))
-	}
+	check(c.Events >= 1, "events %d < 1", c.Events)
+	check(c.Callers >= 1 && c.Callers <= 1024, "callers %d outside 1..1024", c.Callers)
+	check(c.Batch >= 1, "batch %d < 1", c.Batch)
+	check(c.Quota >= 1, "quota %d < 1 (a credit row needs a positive amount)", c.Quota)
+	check(!strings.ContainsAny(c.KeyPrefix, "{}"), "key prefix %q must not contain braces", c.KeyPrefix)
 	if err := c.workload().Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -99,12 +77,5 @@ func (c Config) Validate() error {
 
 // workload is the stream every strategy gets: valid events only.
 func (c Config) workload() workload.Config {
-	return workload.Config{
-		Seed:      c.Seed,
-		Merchants: c.Merchants,
-		Skew:      c.Skew,
-		MinAmount: c.MinAmount,
-		MaxAmount: c.MaxAmount,
-		IDPrefix:  "bench-",
-	}
+	return workload.Config{Seed: c.Seed, Merchants: c.Merchants, Skew: c.Skew, MinAmount: c.MinAmount, MaxAmount: c.MaxAmount, IDPrefix: "bench-"}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -13,7 +14,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
-	"github.com/quotaflow/billing/internal/scenario"
+	"github.com/quotaflow/billing/internal/migrate"
 )
 
 // DefaultAdminDSN is the server the bench creates its databases on.
@@ -23,15 +24,7 @@ const DefaultAdminDSN = "root@tcp(127.0.0.1:3306)/?parseTime=true"
 // BILLING_BENCH_MYSQL_DSN, else the server of MYSQL_DSN, else
 // DefaultAdminDSN. The database name is dropped and parseTime forced.
 func AdminDSN(explicit string, getenv func(string) string) (string, error) {
-	dsn := explicit
-	for _, v := range []string{"BILLING_BENCH_MYSQL_DSN", "MYSQL_DSN"} {
-		if dsn == "" {
-			dsn = getenv(v)
-		}
-	}
-	if dsn == "" {
-		dsn = DefaultAdminDSN
-	}
+	dsn := cmp.Or(explicit, getenv("BILLING_BENCH_MYSQL_DSN"), getenv("MYSQL_DSN"), DefaultAdminDSN)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return "", fmt.Errorf("bench: MySQL DSN: %w", err)
@@ -53,7 +46,7 @@ func databaseName(strategy, run string) string {
 // openDatabase creates and migrates name and opens a pool of poolSize
 // connections; Close closes the pool.
 func openDatabase(ctx context.Context, admin *sql.DB, adminDSN, name string, poolSize int) (*database, error) {
-	dsn, err := scenario.CreateDatabase(ctx, admin, adminDSN, name)
+	dsn, err := migrate.CreateDatabase(ctx, admin, adminDSN, name, true)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

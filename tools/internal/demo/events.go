@@ -100,21 +100,16 @@ func (r *run) events(ctx context.Context, db *gorm.DB, client *dlq.Client) error
 	}
 	for _, m := range slices.Sorted(maps.Keys(merchants)) {
 		var ids []string
-		for _, e := range eventsOf(want[m]) {
-			ids = append(ids, e.ID)
+		if rp := want[m]; rp != nil {
+			for _, e := range rp.Events {
+				ids = append(ids, e.ID)
+			}
 		}
 		if strings.Join(ids, " ") != strings.Join(got[m], " ") {
 			s.Mismatch = append(s.Mismatch, m)
 		}
 	}
 	return nil
-}
-
-func eventsOf(r *ledger.Replayed) []quotaevent.Event {
-	if r == nil {
-		return nil
-	}
-	return r.Events
 }
 
 // write prints the events line.

@@ -96,42 +96,28 @@ func (o *Options) setDefaults() {
 // Validate reports every bad option at once.
 func (o Options) Validate() error {
 	var errs []error
-	if st, err := os.Stat(o.WorkerBinary); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		errs = append(errs, fmt.Errorf("worker binary %q is not an executable file", o.WorkerBinary))
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
 	}
-	if o.Workers < 1 || o.Workers > 64 {
-		errs = append(errs, fmt.Errorf("workers %d: 1..64", o.Workers))
-	}
+	st, err := os.Stat(o.WorkerBinary)
+	check(err == nil && !st.IsDir() && st.Mode()&0o111 != 0, "worker binary %q is not an executable file", o.WorkerBinary)
+	check(o.Workers >= 1 && o.Workers <= 64, "workers %d: 1..64", o.Workers)
 	if _, err := mysql.ParseDSN(o.MySQLDSN); err != nil {
 		errs = append(errs, fmt.Errorf("MySQL DSN: %w", err))
 	}
-	if o.Redis == nil || len(o.RedisAddrs) == 0 {
-		errs = append(errs, errors.New("no Redis client or address"))
-	}
-	if strings.ContainsAny(o.KeyPrefix, "{}") {
-		errs = append(errs, fmt.Errorf("key prefix %q: no braces", o.KeyPrefix))
-	}
-	if o.Partitions < 1 || o.Partitions > 64 {
-		errs = append(errs, fmt.Errorf("partitions %d: 1..64", o.Partitions))
-	}
-	if o.Merchants < 1 || o.Merchants > 1_000_000 {
-		errs = append(errs, fmt.Errorf("merchants %d: 1..1000000", o.Merchants))
-	}
-	if o.Hot < 0 || o.Hot > 1 {
-		errs = append(errs, fmt.Errorf("hot %v: 0..1", o.Hot))
-	}
-	if o.Shards < 1 || o.Shards > shard.Max {
-		errs = append(errs, fmt.Errorf("shards %d: 1..%d", o.Shards, shard.Max))
-	}
-	if o.Events < 1 || o.LedgerRows < 0 || o.BaselineEvents < 0 {
-		errs = append(errs, fmt.Errorf("events %d, ledger rows %d, baseline events %d: events positive, the others not negative", o.Events, o.LedgerRows, o.BaselineEvents))
-	}
-	if o.Rate < 0 || o.Rate > 1e6 {
-		errs = append(errs, fmt.Errorf("rate %v: 0 (preload) or up to 1000000/s", o.Rate))
-	}
-	if o.Warmup < 0 || o.SampleEvery < 0 || o.Stall < 0 || o.Timeout < 0 {
-		errs = append(errs, errors.New("warmup, sample interval, stall and timeout must not be negative"))
-	}
+	check(o.Redis != nil && len(o.RedisAddrs) > 0, "no Redis client or address")
+	check(!strings.ContainsAny(o.KeyPrefix, "{}"), "key prefix %q: no braces", o.KeyPrefix)
+	check(o.Partitions >= 1 && o.Partitions <= 64, "partitions %d: 1..64", o.Partitions)
+	check(o.Merchants >= 1 && o.Merchants <= 1_000_000, "merchants %d: 1..1000000", o.Merchants)
+	check(!(o.Hot < 0 || o.Hot > 1), "hot %v: 0..1", o.Hot)
+	check(o.Shards >= 1 && o.Shards <= shard.Max, "shards %d: 1..%d", o.Shards, shard.Max)
+	check(o.Events >= 1 && o.LedgerRows >= 0 && o.BaselineEvents >= 0,
+		"events %d, ledger rows %d, baseline events %d: events positive, the others not negative", o.Events, o.LedgerRows, o.BaselineEvents)
+	check(!(o.Rate < 0 || o.Rate > 1e6), "rate %v: 0 (preload) or up to 1000000/s", o.Rate)
+	check(o.Warmup >= 0 && o.SampleEvery >= 0 && o.Stall >= 0 && o.Timeout >= 0,
+		"warmup, sample interval, stall and timeout must not be negative")
 	if len(errs) > 0 {
 		return fmt.Errorf("load: %w", errors.Join(errs...))
 	}
