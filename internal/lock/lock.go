@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -23,6 +24,9 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quotaflow/billing/internal/metrics"
+	"github.com/quotaflow/billing/internal/quota"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -226,5 +230,114 @@ func (c *Client) closed() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+var (
+	//go:embed obtain.lua
+	obtainLua string
+	//go:embed refresh.lua
+	refreshLua string
+	//go:embed release.lua
+	releaseLua string
+)
+
+// scripts are the token-checked Lua scripts; each takes any number of keys
+// and answers 1 or 0 per key.
+type scripts struct {
+	obtain, refresh, release *redis.Script
+}
+
+func newScripts() scripts {
+	return scripts{
+		obtain:  redis.NewScript(obtainLua),
+		refresh: redis.NewScript(refreshLua),
+		release: redis.NewScript(releaseLua),
+	}
+}
+
+// eval runs script on keys with args and returns its answer per key (0 for
+// keys after one obtain.lua stopped at). On a single Redis that is one call.
+// On a Cluster, where one call may only touch keys of one slot and a batch's
+// keys lie in many, it is one call per key, in one pipeline (quota.Run: split
+// by node, EVALSHA with EVAL where a node has not cached the script).
+func (c *Client) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]int64, error) {
+	calls := []*quota.Call{{Script: script, Keys: keys, Args: args}}
+	if _, single := c.rdb.(*redis.Client); !single {
+		calls = make([]*quota.Call, len(keys))
+		for i, key := range keys {
+			calls[i] = &quota.Call{Script: script, Keys: []string{key}, Args: args}
+		}
+	}
+	quota.Run(ctx, c.rdb, calls...)
+	out := make([]int64, 0, len(keys))
+	for _, call := range calls {
+		res, err := call.Cmd.Int64Slice()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+	}
+	return append(out, make([]int64, len(keys)-len(out))...), nil
+}
+
+// Result and reason label values.
+const (
+	resultObtained    = "obtained"
+	resultNotObtained = "not_obtained"
+	resultError       = "error"
+
+	modeTry  = "try"
+	modeWait = "wait"
+
+	reasonNotHeld = "not_held" // a token check found the key gone or someone else's
+	reasonExpired = "expired"  // Redis could not be reached to renew before the TTL ran out
+)
+
+// Metrics are the lock's Prometheus collectors. Labels never carry a key or a
+// merchant id.
+type Metrics struct {
+	obtain      *prometheus.CounterVec
+	wait        *prometheus.HistogramVec
+	lost        *prometheus.CounterVec
+	renewErrors prometheus.Counter
+}
+
+// NewMetrics builds the collectors and registers them with reg. A nil reg
+// leaves them unregistered (they still count).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		obtain: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "billing_lock_obtain_total",
+			Help: "Lock acquisitions by mode (try: Obtain, wait: Wait) and result."}, []string{"mode", "result"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "billing_lock_wait_seconds",
+			Help:    "Time spent in Wait until the lock was obtained or the wait gave up, by result.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"result"}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "billing_lock_lost_total",
+			Help: "Locks lost while held, by reason (not_held: deleted, expired or taken; expired: not renewable in time)."}, []string{"reason"}),
+		renewErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "billing_lock_renew_errors_total",
+			Help: "Transient errors of watchdog renewals (each is retried until the lock would expire)."}),
+	}
+	for _, mode := range []string{modeTry, modeWait} {
+		for _, r := range []string{resultObtained, resultNotObtained, resultError} {
+			m.obtain.WithLabelValues(mode, r)
+		}
+	}
+	for _, r := range []string{reasonNotHeld, reasonExpired} {
+		m.lost.WithLabelValues(r)
+	}
+	if err := metrics.Register(reg, m.obtain, m.wait, m.lost, m.renewErrors); err != nil {
+		return nil, fmt.Errorf("lock: register metrics: %w", err)
+	}
+	return m, nil
+}
+
+func resultOf(err error) string {
+	switch {
+	case err == nil:
+		return resultObtained
+	case errors.Is(err, ErrNotObtained):
+		return resultNotObtained
+	default:
+		return resultError
 	}
 }
