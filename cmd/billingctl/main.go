@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaflow/billing/internal/cli"
+	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/logging"
 )
 
@@ -23,7 +24,7 @@ const (
 	usageFoot = `Run 'billingctl COMMAND --help' for a command's flags. Exit codes: 0 done,
 1 failed, 2 bad command line or environment (nothing was done), 3 a merchant
 unknown to billing (quota show, alerts, policy, plan, shards; nothing was
-changed) or an event nothing names (event show). Connections come from the
+changed), a grant unknown (quota revoke) or an event nothing names (event show). Connections come from the
 environment (MYSQL_DSN, REDIS_ADDR, KAFKA_BROKERS, ...: see README).
 `
 )
@@ -50,7 +51,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	err := (&ctl{stdout: stdout, stderr: stderr, getenv: getenv}).run(ctx, args)
 	code := cli.Code(err)
-	if errors.Is(err, errUnknownMerchant) || errors.Is(err, errUnknownEvent) {
+	if errors.Is(err, errUnknownMerchant) || errors.Is(err, errUnknownEvent) || errors.Is(err, ledger.ErrUnknownGrant) {
 		code = exitUnknown
 	}
 	if code != cli.ExitOK && !errors.Is(err, cli.ErrUsage) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -49,6 +50,22 @@ operator pool for its lifetime, so grants run in parallel.
 Exit codes: 0 granted or duplicate, 1 failed or refused, 2 bad command line or environment.
 `
 
+const revokeUsage = `billingctl quota revoke: end a grant now; its unused remainder leaves the balance
+
+  billingctl quota revoke --grant G [--merchant M] [--output text|json]
+
+Like an expiry, under the merchant's locks and in one ledger transaction, the
+remainder leaves through one expire ledger row, revoke:G (reason revoked;
+quota.expired and any low-balance event follow), the grant ends (state expired)
+without a rollover, and the Redis quota is dropped for the next deduction to
+reload. Once ever: revoking it again is a no-op (already_revoked); a grant
+expired or used up writes nothing (nothing_left). A deduction in flight keeps
+its units: it commits against the balance after the revoke, as after an expiry.
+--merchant, when given, must be the grant's.
+Exit codes: 0 revoked, already revoked or nothing left, 1 failed, 2 bad command
+line or environment, 3 the grant is unknown (or not the merchant's; nothing was changed).
+`
+
 const showUsage = `billingctl quota show: Redis remain, MySQL credits and debits, expected, pending side by side
 
   billingctl quota show --merchant M [--output text|json]
@@ -60,14 +77,14 @@ and exits 1. Exit codes: 0 shown, 1 failed, 2 bad command line or environment,
 
 func (c *ctl) quotaCommands() []cli.Command {
 	return []cli.Command{
-		{Name: "grant", Usage: grantUsage, Run: c.runGrant}, {Name: "show", Usage: showUsage, Run: c.runShow},
+		{Name: "grant", Usage: grantUsage, Run: c.runGrant}, {Name: "revoke", Usage: revokeUsage, Run: c.runRevoke}, {Name: "show", Usage: showUsage, Run: c.runShow},
 		{Name: "alerts", Usage: alertsUsage, Run: c.runAlerts}, {Name: "policy", Usage: policyUsage, Run: c.runPolicy},
 		{Name: "shards", Usage: shardsUsage, Run: c.runShards}, {Name: "plan", Usage: planUsage, Run: c.runPlan},
 	}
 }
 
 func (c *ctl) quotaUsage() string {
-	return cli.Usage("billingctl quota: grant quota, show a merchant's balance, set its alerts, policy, plan and shards",
+	return cli.Usage("billingctl quota: grant and revoke quota, show a merchant's balance, set its alerts, policy, plan and shards",
 		c.quotaCommands(), "Run 'billingctl quota COMMAND --help' for its flags.\n")
 }
 
@@ -114,7 +131,7 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 	case !event.ValidID(*id):
 		return fs.Fail("--id %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id)
 	case reserved(*id):
-		return fs.Fail("--id %q starts with a prefix reserved for the ids billing derives (expire:, rollover:, opening:, plan:)", *id)
+		return fs.Fail("--id %q starts with a prefix reserved for the ids billing derives (expire:, rollover:, opening:, plan:, billed:, revoke:)", *id)
 	case *prio < event.MinGrantPriority || *prio > event.MaxGrantPriority:
 		return fs.Fail("--priority %d is outside 0..100", *prio)
 	case *rollover < 0 || *rollover > event.MaxAmount:
@@ -141,6 +158,45 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 		return writeJSON(c.stdout, res)
 	}
 	_, err = fmt.Fprintf(c.stdout, "grant %s: %s (%d to %s)\n", res.GrantID, res.Outcome, res.Amount, res.MerchantID)
+	return err
+}
+
+// revokeResult is what quota revoke prints.
+type revokeResult struct {
+	GrantID    string `json:"grant_id"`
+	MerchantID string `json:"merchant_id"`
+	Amount     int64  `json:"amount"` // what left the balance (by the first revoke)
+	Outcome    string `json:"outcome"`
+}
+
+func (c *ctl) runRevoke(ctx context.Context, args []string) error {
+	fs := c.flags("quota revoke", revokeUsage)
+	id := fs.String("grant", "", "grant id")
+	merchant := fs.String("merchant", "", "the grant's merchant (optional: a check)")
+	output := fs.Output()
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case !event.ValidID(*id):
+		return fs.Fail("--grant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id)
+	case *merchant != "" && !event.ValidID(*merchant):
+		return fs.Fail("--merchant %q is not 1..64 characters of [A-Za-z0-9_.:-]", *merchant)
+	}
+	op, closeOp, err := c.operator(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer closeOp()
+	owner, outcome, amount, err := op.Deductor.Revoke(ctx, *merchant, *id)
+	if err != nil {
+		return err
+	}
+	res := revokeResult{GrantID: *id, MerchantID: owner, Amount: amount, Outcome: string(outcome)}
+	if *output == cli.JSON {
+		return writeJSON(c.stdout, res)
+	}
+	_, err = fmt.Fprintf(c.stdout, "grant %s: %s (%d of %s)\n", res.GrantID, strings.ReplaceAll(res.Outcome, "_", " "), res.Amount, res.MerchantID)
 	return err
 }
 

@@ -118,3 +118,45 @@ func TestQuotaGrantAndShow(t *testing.T) {
 		t.Fatalf("grant expiring at the zero time: %v %s", err, out)
 	}
 }
+
+// quota revoke: the remainder leaves once; a second revoke says so; an
+// unknown grant, or another merchant's, exits 3.
+func TestQuotaRevoke(t *testing.T) {
+	db := testenv.NewMySQL(t)
+	r := testenv.NewRedis(t)
+	t.Setenv("MYSQL_DSN", db.DSN)
+	t.Setenv("REDIS_ADDR", r.Addr)
+	t.Setenv("REDIS_KEY_PREFIX", r.Keys.Prefix())
+	t.Setenv("LOG_LEVEL", "error")
+	quota := func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"quota"}, args...), &out, &errOut, os.Getenv)
+		return out.String() + errOut.String(), code
+	}
+	for _, g := range []string{"g-1", "g-2"} {
+		if out, code := quota("grant", "--merchant", "m-1", "--amount", "40", "--id", g); code != 0 {
+			t.Fatalf("grant %s: %d %s", g, code, out)
+		}
+	}
+	if out, code := quota("revoke", "--grant", "g-1"); code != 0 || !strings.Contains(out, "grant g-1: revoked (40 of m-1)") {
+		t.Fatalf("revoke: %d %s", code, out)
+	}
+	out, code := quota("revoke", "--grant", "g-1", "--merchant", "m-1", "--output", "json")
+	var res map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res["outcome"] != "already_revoked" || res["amount"] != 40.0 {
+		t.Fatalf("second revoke: %d %s", code, out)
+	}
+	for _, args := range [][]string{{"--grant", "nope"}, {"--grant", "g-2", "--merchant", "m-2"}} {
+		if out, code := quota(append([]string{"revoke"}, args...)...); code != exitUnknown {
+			t.Errorf("revoke %v: exit %d, want %d: %s", args, code, exitUnknown, out)
+		}
+	}
+	if out, code := quota("revoke", "--grant", "bad{id}"); code != 2 {
+		t.Errorf("revoke of a malformed id: exit %d, want 2: %s", code, out)
+	}
+	var credited, debited int64
+	db.DB.Raw("SELECT credited, debited FROM merchant_balance WHERE merchant_id = 'm-1'").Row().Scan(&credited, &debited)
+	if credited != 80 || debited != 40 {
+		t.Errorf("credited %d, debited %d; want 80, 40 (revoked once)", credited, debited)
+	}
+}

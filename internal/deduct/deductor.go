@@ -51,6 +51,8 @@ type Ledger interface {
 	DueExpiries(ctx context.Context, limit int) ([]string, error)
 	DueAmong(ctx context.Context, merchants []string) ([]string, error)
 	Expire(ctx context.Context, merchants []string) ([]string, error)
+	GrantMerchant(ctx context.Context, id string) (string, error)
+	Revoke(ctx context.Context, merchant, id string) (ledger.RevokeOutcome, int64, error)
 	Grants(ctx context.Context, merchants []string, ended int) (map[string][]ledger.Grant, error)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/quotaflow/billing/internal/ledger"
 )
 
 // ExpireDue records the expiries due by MySQL's clock of up to limit
@@ -55,4 +57,35 @@ func (d *Deductor) expire(ctx context.Context, held map[string]heldLock, merchan
 	}
 	_, err := d.ledger.Expire(ctx, merchants)
 	return err
+}
+
+// Revoke ends grant id before its expiry, as an expiry would: under every
+// shard lock of its merchant the quota hashes are dropped, then the ledger's
+// Revoke records the remainder leaving (once ever). A grant of another
+// merchant than merchant (when set) is unknown. Units of the grant that a
+// pending deduction holds stay its: it commits against MySQL's balance,
+// whose guard decides, as after an expiry. It returns the grant's merchant,
+// the outcome and the amount revoked.
+func (d *Deductor) Revoke(ctx context.Context, merchant, id string) (string, ledger.RevokeOutcome, int64, error) {
+	owner, err := d.ledger.GrantMerchant(ctx, id)
+	switch {
+	case err != nil:
+		return "", "", 0, err
+	case merchant != "" && merchant != owner:
+		return "", "", 0, fmt.Errorf("%s of merchant %s: %w", id, merchant, ledger.ErrUnknownGrant)
+	}
+	tags, err := d.tagsOf(ctx, []string{owner})
+	if err != nil {
+		return "", "", 0, err
+	}
+	var outcome ledger.RevokeOutcome
+	var amount int64
+	err = d.locked(ctx, tags, func(ctx context.Context, held map[string]heldLock) error {
+		if err := d.drop(ctx, held, owner); err != nil {
+			return err
+		}
+		outcome, amount, err = d.ledger.Revoke(ctx, owner, id)
+		return err
+	})
+	return owner, outcome, amount, err
 }

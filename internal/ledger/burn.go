@@ -172,6 +172,9 @@ func DerivedID(prefix, id string) string {
 // ExpireID is the event id of the expire row of a grant: once per grant, ever.
 func ExpireID(grantID string) string { return DerivedID("expire:", grantID) }
 
+// RevokeID is the event id of the row that revokes a grant: once per grant, ever.
+func RevokeID(grantID string) string { return DerivedID("revoke:", grantID) }
+
 // BilledID is the event id of the billed row that a grant's arrival wrote:
 // once per grant, ever.
 func BilledID(grantID string) string { return DerivedID("billed:", grantID) }

@@ -127,7 +127,7 @@ func TestDerivedID(t *testing.T) {
 // Every id billing derives starts with a prefix that payments and grants
 // from outside may not use (event.Reserved), so none can take its place.
 func TestDerivedIDsAreReserved(t *testing.T) {
-	for _, id := range []string{ExpireID("g-1"), DerivedID("rollover:", "g-1"), DerivedID("opening:", "m@0"), DerivedID("plan:", "m:0"),
+	for _, id := range []string{ExpireID("g-1"), DerivedID("rollover:", "g-1"), DerivedID("opening:", "m@0"), DerivedID("plan:", "m:0"), RevokeID("g-1"), BilledID("g-1"),
 		ExpireID(strings.Repeat("g", 64))} {
 		if _, ok := event.Reserved(id); !ok {
 			t.Errorf("derived id %q is not reserved", id)

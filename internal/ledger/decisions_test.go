@@ -198,3 +198,53 @@ func TestPayDebits(t *testing.T) {
 		t.Errorf("head %v at %d, want none: every grant is used up", id, end)
 	}
 }
+
+func TestBookRevoke(t *testing.T) {
+	future := t0.Add(time.Hour)
+	end := int64(15) // the head's remaining is head_end - debited: 15 - 5
+	for _, tc := range []struct {
+		name, id   string
+		want       int64 // amount of the revoke row; 0: none
+		wantActive []string
+	}{
+		{"remainder of the head leaves", "head", 10, []string{"other", "spent"}},
+		{"remainder of another leaves", "other", 7, []string{"head", "spent"}},
+		{"used up: nothing", "spent", 0, []string{"head", "other", "spent"}},
+		{"not active (ended, unknown): nothing", "gone", 0, []string{"head", "other", "spent"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bk := NewBook(Balance{MerchantID: "m", Credited: 22, Debited: 5, HeadGrant: str("head"), HeadEnd: &end})
+			bk.Read(Grant{ID: "head", MerchantID: "m", Amount: 15, Remaining: 15, Priority: 1, State: GrantActive}, 5)
+			bk.Read(Grant{ID: "other", MerchantID: "m", Amount: 7, Remaining: 7, Priority: 2, ExpiresAt: &future, RolloverMax: 7, State: GrantActive}, 5)
+			bk.Read(Grant{ID: "spent", MerchantID: "m", Amount: 3, Remaining: 0, Priority: 3, State: GrantActive}, 5)
+			bk.Sort()
+			row, ok := bk.Revoke(tc.id, t0)
+			if ok != (tc.want > 0) || row.Amount != tc.want {
+				t.Fatalf("row %+v, %v; want amount %d", row, ok, tc.want)
+			}
+			var ids []string
+			for _, g := range bk.Grants {
+				ids = append(ids, g.ID)
+			}
+			if !reflect.DeepEqual(ids, tc.wantActive) {
+				t.Errorf("active %v, want %v", ids, tc.wantActive)
+			}
+			changed := map[string]Grant{}
+			for _, g := range bk.Changes(t0) {
+				changed[g.ID] = g
+			}
+			if !ok {
+				return
+			}
+			if row.Kind != KindExpire || row.Reason != ReasonRevoked || row.EventID != "revoke:"+tc.id || *row.GrantID != tc.id || !row.OccurredAt.Equal(t0) {
+				t.Errorf("row %+v, want an expire row revoke:%s, reason revoked, now", row, tc.id)
+			}
+			if g := changed[tc.id]; g.State != GrantExpired || g.Remaining != 0 || g.EndedAt == nil || !g.EndedAt.Equal(t0) {
+				t.Errorf("revoked grant %+v, want expired now with nothing left", g)
+			}
+			if _, next, _ := Head(bk.Grants); tc.id == "other" && next != nil {
+				t.Errorf("next expiry %v after revoking the only expiring grant", next)
+			}
+		})
+	}
+}

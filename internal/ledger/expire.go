@@ -1,6 +1,9 @@
 package ledger
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Expire ends the grants of bk that expired by now, adds their rollovers,
 // and returns the rows that record it (ExpiryRows): the ended grants keep
@@ -67,4 +70,34 @@ func ExpiryRows(ended, rollovers []Grant, now time.Time) []Row {
 			Reason: ReasonRollover, GrantID: &id, OccurredAt: g.StartsAt, CreatedAt: now})
 	}
 	return rows
+}
+
+// RevokeOutcome is what a revoke of a grant did.
+type RevokeOutcome string
+
+// The outcomes of a revoke.
+const (
+	Revoked        RevokeOutcome = "revoked"
+	AlreadyRevoked RevokeOutcome = "already_revoked" // by an earlier revoke: nothing written
+	NothingLeft    RevokeOutcome = "nothing_left"    // expired or used up: nothing written
+)
+
+// Revoke ends active grant id of bk now, before its expiry: its remainder
+// leaves through one expire row (reason revoked, keyed by RevokeID) and
+// rolls nothing over; the grant is expired with nothing left, so that,
+// like an expired one, it has one ending row ever. A grant not active in bk
+// (ended) or used up writes nothing: ok false. Call Expire first: a due
+// expiry is recorded as one.
+func (bk *Book) Revoke(id string, now time.Time) (Row, bool) {
+	i := slices.IndexFunc(bk.Grants, func(g Grant) bool { return g.ID == id })
+	if i < 0 || bk.Grants[i].Remaining == 0 {
+		return Row{}, false
+	}
+	g := bk.Grants[i]
+	bk.Grants = slices.Delete(bk.Grants, i, i+1)
+	row := Row{EventID: RevokeID(id), MerchantID: g.MerchantID, Kind: KindExpire, Amount: g.Remaining,
+		Reason: ReasonRevoked, GrantID: &id, OccurredAt: now, CreatedAt: now}
+	g.State, g.Remaining, g.EndedAt = GrantExpired, 0, &now
+	bk.ended = append(bk.ended, g)
+	return row, true
 }

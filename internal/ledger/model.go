@@ -17,7 +17,7 @@ const (
 	KindCredit   Kind = "credit"   // quota granted; adds to credited
 	KindDebit    Kind = "debit"    // quota used by a payment; adds to debited
 	KindRejected Kind = "rejected" // a payment that used nothing (insufficient, unknown merchant)
-	KindExpire   Kind = "expire"   // the remainder of an expired grant; adds to debited
+	KindExpire   Kind = "expire"   // the remainder of an expired or revoked grant; adds to debited
 	KindBilled   Kind = "billed"   // billed overage taken off the balance by a grant: back to zero; adds to credited
 )
 
@@ -28,6 +28,7 @@ const (
 	ReasonInsufficient    = "insufficient"
 	ReasonUnknownMerchant = "unknown_merchant"
 	ReasonExpiry          = "expiry"
+	ReasonRevoked         = "revoked" // on the expire row of a grant revoked before its expiry
 	ReasonRollover        = "rollover"
 	ReasonOverage         = "overage"
 )
@@ -133,6 +134,7 @@ var (
 	ErrDuplicate       = errors.New("ledger: duplicate ledger row") // rolled back
 	ErrConflict        = errors.New("ledger: event id already recorded with different content")
 	ErrRefused         = errors.New("ledger: value refused by the database")
+	ErrUnknownGrant    = errors.New("ledger: grant unknown to billing (no quota_grants row)")
 )
 
 // GuardError names a merchant whose cached balance disagrees with MySQL: the

@@ -53,6 +53,65 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 	if len(merchants) == 0 {
 		return nil, nil
 	}
+	moved, err := s.ending(ctx, merchants, true, func(_ context.Context, _ *sql.Tx, bk *ledger.Book, now time.Time) ([]ledger.Row, error) {
+		return bk.Expire(now), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: expire: %w", err)
+	}
+	return moved, nil
+}
+
+// GrantMerchant is the merchant of grant id; ledger.ErrUnknownGrant when
+// there is no such grant.
+func (s *Store) GrantMerchant(ctx context.Context, id string) (string, error) {
+	ms, err := s.merchantIDs(ctx, "SELECT merchant_id FROM quota_grants WHERE grant_id = ?", []any{id})
+	if err == nil && len(ms) == 0 {
+		err = fmt.Errorf("%s: %w", id, ledger.ErrUnknownGrant)
+	}
+	if err != nil {
+		return "", err
+	}
+	return ms[0], nil
+}
+
+// Revoke ends grant id of merchant now (ledger.Book.Revoke) in one
+// transaction like Expire's, which records the merchant's due expiries
+// first: its remainder leaves through the expire row revoke:<id>, once ever.
+// It returns the outcome and the amount that left (by an earlier revoke for
+// AlreadyRevoked). The caller holds the merchant's locks and drops its caches.
+func (s *Store) Revoke(ctx context.Context, merchant, id string) (ledger.RevokeOutcome, int64, error) {
+	var outcome ledger.RevokeOutcome
+	var amount int64
+	_, err := s.ending(ctx, []string{merchant}, false, func(ctx context.Context, tx *sql.Tx, bk *ledger.Book, now time.Time) ([]ledger.Row, error) {
+		prev, err := s.existingEvents(ctx, prepared{stmts: s.stmts, tx: tx}, []string{ledger.RevokeID(id)})
+		if r, ok := prev[ledger.RevokeID(id)]; ok || err != nil {
+			outcome, amount = ledger.AlreadyRevoked, r.Amount
+			return nil, err
+		}
+		rows := bk.Expire(now)
+		r, ok := bk.Revoke(id, now)
+		if outcome, amount = ledger.NothingLeft, r.Amount; ok {
+			outcome, rows = ledger.Revoked, append(rows, r)
+		}
+		return rows, nil
+	})
+	if err != nil {
+		return "", 0, fmt.Errorf("ledger: revoke %s: %w", id, err)
+	}
+	if outcome == "" {
+		return "", 0, fmt.Errorf("ledger: revoke %s: %s: %w", id, merchant, ledger.ErrUnknownMerchant)
+	}
+	return outcome, amount, nil
+}
+
+// ending is the transaction of Expire and Revoke: it locks the merchants'
+// balance rows (only those with an expiry due when dueOnly) and their active
+// grants, takes the rows end gives per merchant's book, moves the balances
+// and heads, and writes the rows and their events. It returns the merchants
+// whose balance moved.
+func (s *Store) ending(ctx context.Context, merchants []string, dueOnly bool,
+	end func(context.Context, *sql.Tx, *ledger.Book, time.Time) ([]ledger.Row, error)) ([]string, error) {
 	var moved []string
 	wrote := false
 	err := s.inTx(ctx, sqltx.ReadCommitted, func(ctx context.Context, tx *sql.Tx) error {
@@ -66,7 +125,7 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 				if err != nil {
 					return err
 				}
-				if b.NextExpiry != nil && !b.NextExpiry.After(now) {
+				if !dueOnly || b.NextExpiry != nil && !b.NextExpiry.After(now) {
 					bals = append(bals, b)
 				}
 				return nil
@@ -88,7 +147,10 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 		for _, b := range bals {
 			bk := books[b.MerchantID]
 			bk.Adopt(b.Available(), now)
-			mrows := bk.Expire(now)
+			mrows, err := end(ctx, tx, bk, now)
+			if err != nil {
+				return err
+			}
 			if len(mrows) == 0 {
 				continue
 			}
@@ -96,7 +158,7 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 			taken, credited := ledger.ExpirySums(mrows)
 			if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET debited = debited + ?, credited = credited + ?, seq = seq + ?, low_base = credited - debited WHERE merchant_id = ?",
 				[]any{taken, credited, len(mrows), b.MerchantID}); err != nil {
-				return fmt.Errorf("ledger: expire grants of %s: %w", b.MerchantID, err)
+				return fmt.Errorf("ledger: end grants of %s: %w", b.MerchantID, err)
 			}
 			debited[b.MerchantID] += taken
 			b.Debited, b.Credited, b.Seq = b.Debited+taken, b.Credited+credited, b.Seq+int64(len(mrows))
@@ -121,11 +183,8 @@ func (s *Store) Expire(ctx context.Context, merchants []string) ([]string, error
 		wrote = len(evs) > 0
 		return s.writeOutbox(ctx, tx, evs)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("ledger: expire: %w", err)
-	}
-	if wrote {
+	if err == nil && wrote {
 		s.eventsWritten()
 	}
-	return moved, nil
+	return moved, err
 }

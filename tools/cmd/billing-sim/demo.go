@@ -19,9 +19,11 @@ const demoUsage = `billing-sim demo: the whole system on this machine (local Mar
 
 The story and the summary go to stdout (to stderr with --output json, where
 stdout gets the result as one JSON object). --keep leaves the broker and the
-workers running until Ctrl-C and prints how to reach them; --trace prints the
-span tree of one lane batch (from an in-memory exporter). Exit codes: 0 every
-check held, 1 failed or a check did not hold, 2 bad command line or environment.
+workers running until Ctrl-C, serves the read API (with a bearer token it
+prints) and creates the grants topic, and prints how to reach them and how to
+send a grant command; --trace prints the span tree of one lane batch (from an
+in-memory exporter). Exit codes: 0 every check held, 1 failed or a check did
+not hold, 2 bad command line or environment.
 `
 
 // demoResult is what demo prints with --output json.
@@ -90,7 +92,7 @@ func parseDemoFlags(args []string, d deps) (demo.Options, string, error) {
 	fs.Uint64Var(&o.Seed, "seed", 1, "traffic seed")
 	fs.Float64Var(&o.Rate, "rate", 0, "produce at this many events/s, stamping occurred_at at send time (0: as fast as possible)")
 	fs.BoolVar(&o.NoRestart, "no-restart", false, "do not restart the second worker midway (for latency measurements)")
-	fs.BoolVar(&o.Keep, "keep", false, "leave the broker and workers running until Ctrl-C")
+	fs.BoolVar(&o.Keep, "keep", false, "leave the broker and workers running until Ctrl-C, with the read API and the grants topic")
 	fs.BoolVar(&o.Trace, "trace", false, "record the workers' spans in memory and print one lane batch's span tree")
 	fs.StringVar(&o.LogLevel, "worker-log-level", "error", "log level of the demo's workers")
 	output := fs.Output()

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -111,6 +112,11 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	defer st.Teardown() //nolint:errcheck // best effort at exit
 	r := &run{o: o, st: st, log: log, sum: &Summary{Database: st.DBName, Prefix: st.Prefix, Rate: o.Rate}}
 	defer r.stopWorkers() // after the keep phase: it is there to explore running workers
+	defer func() {
+		if r.tokenFile != "" {
+			_ = os.Remove(r.tokenFile)
+		}
+	}()
 	if err := r.all(ctx); err != nil {
 		return r.sum, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"go.uber.org/goleak"
 
 	"github.com/quotaflow/billing/internal/quotaevent"
@@ -79,7 +80,8 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 // --keep leaves the workers running after the summary, and the URLs it prints
-// answer; --hot 0 (uniform traffic) is a valid demo.
+// answer, the read API's with the token it prints; a grant command sent to
+// the grants topic it created is applied; --hot 0 (uniform traffic) is a valid demo.
 func TestDemoKeepServesPrintedURLs(t *testing.T) {
 	db := testenv.NewEmptyMySQL(t)
 	r := testenv.NewRedis(t)
@@ -106,18 +108,55 @@ func TestDemoKeepServesPrintedURLs(t *testing.T) {
 	if len(urls) < 2 {
 		t.Fatalf("urls %v in\n%s", urls, out.String())
 	}
-	for _, u := range urls {
-		resp, err := http.Get(u)
+	text := out.String()
+	token := regexp.MustCompile(`Bearer (\w+)`).FindStringSubmatch(text)
+	brokers := regexp.MustCompile(`KAFKA_BROKERS=(\S+)`).FindStringSubmatch(text)
+	topic := regexp.MustCompile(`KAFKA_GRANTS_TOPIC=(\S+)`).FindStringSubmatch(text)
+	if token == nil || brokers == nil || topic == nil {
+		t.Fatalf("no read API token, brokers or grants topic in\n%s", text)
+	}
+	get := func(u string) string {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		req.Header.Set("Authorization", "Bearer "+token[1])
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			t.Fatalf("GET %s: %v", u, err)
+			t.Fatalf("GET %s: %v\n%s", u, err, out.String())
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: %s\n%s", u, resp.Status, body)
 		}
-		if strings.HasSuffix(u, "/metrics") && !strings.Contains(string(body), "billing_events_total") {
+		return string(body)
+	}
+	var balance string
+	for _, u := range urls {
+		body := get(u)
+		if strings.HasSuffix(u, "/metrics") && !strings.Contains(body, "billing_events_total") {
 			t.Errorf("GET %s lacks billing_events_total", u)
+		}
+		if strings.HasSuffix(u, "/balance") {
+			balance = u
+		}
+	}
+	if balance == "" {
+		t.Fatalf("no read API balance URL in %v", urls)
+	}
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(strings.Split(brokers[1], ",")...), Topic: topic[1], Transport: tr}
+	defer w.Close()
+	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("m-000001"),
+		Value: []byte(`{"grant_id":"keep-try","merchant_id":"m-000001","amount":1000,"source":"demo"}`)}); err != nil {
+		t.Fatalf("produce a grant command to %s: %v", topic[1], err)
+	}
+	for !strings.Contains(get(balance), `"keep-try"`) {
+		select {
+		case err := <-done:
+			t.Fatalf("demo ended before the grant was applied: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("the grant command was not applied: %s", get(balance))
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	cancel()

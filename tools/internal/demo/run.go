@@ -29,6 +29,8 @@ type run struct {
 	hotGrant int64
 	// produced counts messages acknowledged by the broker so far.
 	produced atomic.Int64
+	// Under --keep: the read API of the first worker, its token and token file.
+	adminAddr, token, tokenFile string
 }
 
 // demoWorker is a billing worker of the demo, running in the background.
@@ -50,6 +52,11 @@ func (r *run) all(ctx context.Context) error {
 	r.sum.Traffic = r.traffic
 	if o.Trace {
 		r.spans = newSpanRecorder()
+	}
+	if o.Keep { // before the workers, which then consume it from the start
+		if err := r.createGrantsTopic(ctx); err != nil {
+			return err
+		}
 	}
 	if r.workers[0], err = r.startWorker(ctx, 1, true); err != nil {
 		return err
@@ -81,6 +88,12 @@ func (r *run) all(ctx context.Context) error {
 func (r *run) startWorker(ctx context.Context, id int, http bool) (*demoWorker, error) {
 	env := r.st.WorkerEnv(id, r.o.RedisAddrs, "127.0.0.1:0", r.o.LogLevel)
 	env["WORKER_COMMIT_INTERVAL"], env["SHUTDOWN_TIMEOUT"] = "200ms", "10s"
+	env["KAFKA_GRANTS_TOPIC"] = r.grantsTopic()
+	if http && r.o.Keep {
+		if err := r.serveAdmin(env); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := config.Load(func(k string) string { return env[k] }, config.NeedKafka, config.NeedWorkerID)
 	if err != nil {
 		return nil, err
@@ -99,6 +112,9 @@ func (r *run) startWorker(ctx context.Context, id int, http bool) (*demoWorker, 
 	go func() { rw.done <- w.Run(wctx) }()
 	if http {
 		r.sum.HTTPAddr = w.HTTPAddr.String()
+		if w.AdminAddr != nil {
+			r.adminAddr = w.AdminAddr.String()
+		}
 	}
 	return rw, nil
 }

@@ -146,16 +146,22 @@ func (s *Summary) Write(w io.Writer) {
 // URL is the address of an ops endpoint of the demo's first worker.
 func (s *Summary) URL(path string) string { return "http://" + s.HTTPAddr + path }
 
-// keep leaves everything running until ctx ends, for exploration.
+// keep leaves everything running until ctx ends, for exploration, the read
+// API served and the grants topic created (by all).
 func (r *run) keep(ctx context.Context) {
 	env := r.st.WorkerEnv(9, r.o.RedisAddrs, "", r.o.LogLevel)
 	r.say("\n--keep: broker and workers stay up until Ctrl-C. Try, in another shell:")
-	r.say("  export KAFKA_BROKERS=%s KAFKA_TOPIC=%s KAFKA_DLQ_TOPIC=%s KAFKA_GROUP=%s", env["KAFKA_BROKERS"], env["KAFKA_TOPIC"], env["KAFKA_DLQ_TOPIC"], env["KAFKA_GROUP"])
+	r.say("  export KAFKA_BROKERS=%s KAFKA_TOPIC=%s KAFKA_DLQ_TOPIC=%s KAFKA_GROUP=%s KAFKA_GRANTS_TOPIC=%s", env["KAFKA_BROKERS"], env["KAFKA_TOPIC"], env["KAFKA_DLQ_TOPIC"], env["KAFKA_GROUP"], r.grantsTopic())
 	r.say("  export MYSQL_DSN='%s' REDIS_ADDR=%s REDIS_KEY_PREFIX=%s", env["MYSQL_DSN"], env["REDIS_ADDR"], env["REDIS_KEY_PREFIX"])
 	r.say("  go run ./cmd/billingctl quota show --merchant m-000001")
 	r.say("  go run ./cmd/billingctl dlq ls --list")
 	r.say("  go run -C tools ./cmd/billing-sim produce --total 1000 --merchants %d", r.o.Merchants)
 	r.say("  curl -s %s | grep billing_events_total", r.sum.URL("/metrics"))
 	r.say("  curl -s %s", r.sum.URL("/readyz"))
+	r.say("The read API, with the bearer token %s:", r.token)
+	r.say("  curl -s -H 'Authorization: Bearer %s' http://%s/v1/merchants/m-000001/balance", r.token, r.adminAddr)
+	r.say("  curl -s -H 'Authorization: Bearer %s' http://%s/v1/merchants/m-000001/ledger", r.token, r.adminAddr)
+	r.say("A grant command on the grants topic (the workers apply it as billingctl quota grant would; any Kafka producer):")
+	r.say(`  echo '{"grant_id":"try-1","merchant_id":"m-000001","amount":1000,"source":"demo"}' | kcat -P -b $KAFKA_BROKERS -t $KAFKA_GRANTS_TOPIC -k m-000001`)
 	<-ctx.Done()
 }
