@@ -97,7 +97,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	// The demo tells its own story on Out; the system's parts log at LogLevel.
-	partsLog, err := logging.New(o.LogLevel)
+	partsLog, err := logging.Build(logging.Options{Level: o.LogLevel, Sampling: true})
 	if err != nil {
 		return nil, err
 	}
