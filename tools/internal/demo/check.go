@@ -11,7 +11,6 @@ import (
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/invariant"
-	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
@@ -39,9 +38,8 @@ func (r *run) check(ctx context.Context) error {
 			r.sum.DLQ[rec.Class]++
 		}
 	}
-	keys, _ := keyspace.New(r.st.Prefix)
 	r.sum.Invariants, err = invariant.Check(ctx, r.traffic.Produced, invariant.State{
-		DB: db, Redis: r.st.Redis, Keys: keys, DLQ: records, RedisSettled: true,
+		DB: db, Redis: r.st.Redis, Keys: r.keys, DLQ: records, RedisSettled: true,
 	})
 	if err != nil {
 		return err
