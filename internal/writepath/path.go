@@ -21,7 +21,9 @@ import (
 // Path is the deduction machinery on a leased Snowflake worker ID. Its owner
 // runs Lease (renewals) for as long as it writes, and closes the Path after.
 type Path struct {
-	Lease    *idgen.Lease
+	Lease *idgen.Lease
+	// IDs issues the ledger's ids on Lease; nil on a read-only path.
+	IDs      *idgen.Generator
 	Deductor *deduct.Deductor
 	// Ledger is the MySQL side, for settings that need no merchant lock.
 	Ledger *ledgerdb.Store
@@ -71,7 +73,7 @@ func New(cfg config.Config, workerID int, lease *idgen.Lease, svc *Services, m M
 		if err != nil {
 			return nil, err
 		}
-		ids = idgen.Int64s{Generator: gen}
+		ids, p.IDs = idgen.Int64s{Generator: gen}, gen
 	}
 	if p.locks, err = lock.New(svc.Redis, lock.Options{Metrics: m.Lock, Logger: log}); err != nil {
 		return nil, err
