@@ -11,6 +11,8 @@
 // healthy is dead-lettered as exhausted after MaxAttempts. Dead-lettering is
 // at least once, as Spring Kafka's DLT: an offset is committed only after the
 // dead-letter topic acknowledged its record, keyed by provenance (package dlq).
+// An optional Gate takes the consumer out of its group and back in (a worker
+// that cannot write steps aside).
 package consumer
 
 import (

@@ -13,29 +13,16 @@ import (
 	"github.com/quotaflow/billing/internal/idgen"
 )
 
-// heldClock is the real clock, except that while held it reads a fixed
-// instant: a clock stepped back and kept there, as an NTP step followed by a
-// stuck source.
-type heldClock struct {
-	mu   sync.Mutex
-	held time.Time
-}
+// refusal is a check whose refusal the test sets (nil: it issues).
+type refusal struct{ err atomic.Pointer[error] }
 
-func (c *heldClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.held.IsZero() {
-		return c.held
+func (r *refusal) set(err error) { r.err.Store(&err) }
+
+func (r *refusal) check() error {
+	if p := r.err.Load(); p != nil {
+		return *p
 	}
-	return time.Now()
-}
-
-func (c *heldClock) Sleep(d time.Duration) { idgen.SystemClock().Sleep(d) }
-
-func (c *heldClock) hold(t time.Time) {
-	c.mu.Lock()
-	c.held = t
-	c.mu.Unlock()
+	return nil
 }
 
 // waitFor fails the test if ch does not close within a minute (a liveness
@@ -49,16 +36,12 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
-// A generator whose clock steps back 50ms and stays there: the monitor
-// steps aside after the bound, ends the member contexts, reports it, and
-// admits again once the clock is back.
+// A generator that refuses (its clock 50ms back) past the bound: the
+// monitor ends the member contexts, reports it, keeps probing, and admits
+// again once it issues.
 func TestMonitorStepsAsideAndRejoins(t *testing.T) {
-	clock := &heldClock{}
-	gen, err := idgen.New(5, idgen.Options{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(gen.Check, 100*time.Millisecond, zaptest.NewLogger(t), nil)
+	var r refusal
+	m, err := New(r.check, 100*time.Millisecond, zaptest.NewLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,15 +63,7 @@ func TestMonitorStepsAsideAndRejoins(t *testing.T) {
 	if err := m.Ready(ctx); err != nil {
 		t.Fatalf("Ready before any refusal: %v", err)
 	}
-	id, err := gen.NextID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	issuedAt := time.UnixMilli(idgen.EpochUnixMilli + int64(id)>>(idgen.SequenceBits+idgen.WorkerBits))
-	clock.hold(issuedAt.Add(-50 * time.Millisecond))
-	if _, err := gen.NextID(); !errors.Is(err, idgen.ErrClockBackward) {
-		t.Fatalf("NextID with the clock back: %v", err)
-	}
+	r.set(&idgen.ClockBackwardError{By: 50 * time.Millisecond})
 	waitFor(t, member.Done(), "step aside")
 	if err := m.Ready(ctx); !errors.Is(err, ErrSteppedAside) || !errors.Is(err, idgen.ErrClockBackward) {
 		t.Fatalf("Ready aside = %v", err)
@@ -108,26 +83,17 @@ func TestMonitorStepsAsideAndRejoins(t *testing.T) {
 		t.Fatal("admitted while the generator refuses")
 	case <-time.After(300 * time.Millisecond):
 	}
-	clock.hold(time.Time{})
+	r.set(nil)
 	waitFor(t, admitted, "rejoin")
 	if err := m.Ready(ctx); err != nil {
 		t.Fatalf("Ready after the rejoin: %v", err)
-	}
-	if _, err := gen.NextID(); err != nil {
-		t.Fatalf("NextID after the rejoin: %v", err)
 	}
 }
 
 // While runs its part, stops it at a step aside and runs it again after the rejoin.
 func TestWhileStopsAndRestartsThePart(t *testing.T) {
-	var refusing atomic.Bool
-	check := func() error {
-		if refusing.Load() {
-			return idgen.ErrLeaseNotValid
-		}
-		return nil
-	}
-	m, err := New(check, 20*time.Millisecond, zaptest.NewLogger(t), nil)
+	var r refusal
+	m, err := New(r.check, 20*time.Millisecond, zaptest.NewLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +111,9 @@ func TestWhileStopsAndRestartsThePart(t *testing.T) {
 		})
 	}()
 	waitFor(t, chanOf(runs), "first run")
-	refusing.Store(true)
+	r.set(idgen.ErrLeaseNotValid)
 	waitFor(t, chanOf(stopped), "the part stopped at the step aside")
-	refusing.Store(false)
+	r.set(nil)
 	waitFor(t, chanOf(runs), "second run after the rejoin")
 	cancel()
 	for range 2 {

@@ -24,6 +24,7 @@ import (
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/httpserver"
+	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/plan"
 	"github.com/quotaflow/billing/internal/stepaside"
@@ -64,6 +65,9 @@ type Options struct {
 	// SpanExporter receives every span as it ends, whatever the OTEL_*
 	// variables say (tests, the demo's printed trace); nil follows them.
 	SpanExporter sdktrace.SpanExporter
+	// Clock is the Snowflake generator's and its lease's (tests set it
+	// back); nil: the system clock.
+	Clock idgen.Clock
 }
 
 // New builds a worker; it leases its Snowflake worker ID first (see writepath.Lease).
@@ -79,6 +83,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if w.svc, err = writepath.OpenServices(ctx, cfg, "billing-worker", log); err != nil {
 		return nil, err
 	}
+	w.svc.Clock = opts.Clock
 	defer func() {
 		if err != nil {
 			for _, srv := range []*httpserver.Server{w.http, w.admin, w.pprof} {

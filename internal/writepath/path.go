@@ -115,7 +115,7 @@ func Lease(ctx context.Context, cfg config.Config, svc *Services, m *idgen.Metri
 	ttl := cfg.IDGen.LeaseTTL
 	bo := backoff.WithMaxRetries(backoff.NewConstantBackOff(ttl/3), 6) // two TTLs
 	err = backoff.RetryNotify(func() error {
-		lease, err = idgen.AcquireLease(ctx, svc.Redis, svc.Keys, cfg.IDGen.WorkerID, holder, log, idgen.LeaseOptions{TTL: ttl, Metrics: m})
+		lease, err = idgen.AcquireLease(ctx, svc.Redis, svc.Keys, cfg.IDGen.WorkerID, holder, log, idgen.LeaseOptions{TTL: ttl, Metrics: m, Clock: svc.Clock})
 		if err != nil && !errors.Is(err, idgen.ErrWorkerHeld) {
 			return backoff.Permanent(err)
 		}
