@@ -80,6 +80,10 @@ func alertCases() map[string][]alertCase {
 			{"lost", `billing_idgen_lease_renew_failures_total{reason="lost",instance="w0"} 0x5 1x10`, 8 * time.Minute, true},
 			{"renew errors only", `billing_idgen_lease_renew_failures_total{reason="error",instance="w0"} 0+1x10`, 8 * time.Minute, false},
 		},
+		"BillingWorkerSteppedAside": {
+			{"aside for ten minutes", `billing_idgen_stepped_aside{instance="w0"} 0x2 1x12`, 12 * time.Minute, true},
+			{"aside for two minutes", `billing_idgen_stepped_aside{instance="w0"} 0x2 1x2 0x10`, 12 * time.Minute, false},
+		},
 		"BillingIDGenLeaseRenewErrors": {
 			{"renew errors", `billing_idgen_lease_renew_failures_total{reason="error",instance="w0"} 0+1x20`, 15 * time.Minute, true},
 			{"one lost lease", `billing_idgen_lease_renew_failures_total{reason="lost",instance="w0"} 0x5 1x15`, 15 * time.Minute, false},

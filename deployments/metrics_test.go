@@ -19,6 +19,7 @@ import (
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/reconcile"
+	"github.com/quotaflow/billing/internal/stepaside"
 	"github.com/quotaflow/billing/internal/worker"
 )
 
@@ -34,6 +35,7 @@ func metricSources() map[string]func(prometheus.Registerer) error {
 		"lock":      func(r prometheus.Registerer) error { _, err := lock.NewMetrics(r); return err },
 		"reconcile": func(r prometheus.Registerer) error { _, err := reconcile.NewMetrics(r); return err },
 		"outbox":    func(r prometheus.Registerer) error { _, err := outbox.NewMetrics(r); return err },
+		"stepaside": func(r prometheus.Registerer) error { _, err := stepaside.NewMetrics(r); return err },
 	}
 }
 

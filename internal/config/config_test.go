@@ -56,6 +56,11 @@ func TestValid(t *testing.T) {
 				t.Errorf("worker id %d", c.IDGen.WorkerID)
 			}
 		}},
+		{"step-aside bound", map[string]string{"IDGEN_WORKER_ID": "7", "IDGEN_STEP_ASIDE_AFTER": "2s"}, []Need{NeedWorkerID}, func(t *testing.T, c Config) {
+			if c.IDGen.StepAsideAfter != 2*time.Second {
+				t.Errorf("step-aside bound %v", c.IDGen.StepAsideAfter)
+			}
+		}},
 		{"pod ordinal plus base", map[string]string{"POD_NAME": "billing-worker-3", "IDGEN_WORKER_ID_BASE": "100", "IDGEN_WORKER_ID_COUNT": "50"}, []Need{NeedWorkerID}, func(t *testing.T, c Config) {
 			if c.IDGen.WorkerID != 103 {
 				t.Errorf("worker id %d", c.IDGen.WorkerID)
@@ -106,6 +111,8 @@ func TestInvalidNamesVariableAndValue(t *testing.T) {
 		{"pod ordinal past count", map[string]string{"POD_NAME": "w-8", "IDGEN_WORKER_ID_COUNT": "8"}, []Need{NeedWorkerID}, []string{`POD_NAME="w-8"`}},
 		{"pod without ordinal", map[string]string{"POD_NAME": "worker"}, []Need{NeedWorkerID}, []string{`POD_NAME="worker"`}},
 		{"no worker id", nil, []Need{NeedWorkerID}, []string{"IDGEN_WORKER_ID", "POD_NAME"}},
+		{"step-aside bound range", map[string]string{"IDGEN_WORKER_ID": "1", "IDGEN_STEP_ASIDE_AFTER": "10ms"}, []Need{NeedWorkerID}, []string{`IDGEN_STEP_ASIDE_AFTER="10ms"`, "outside"}},
+		{"bad step-aside bound", map[string]string{"IDGEN_WORKER_ID": "1", "IDGEN_STEP_ASIDE_AFTER": "soon"}, []Need{NeedWorkerID}, []string{`IDGEN_STEP_ASIDE_AFTER="soon"`, "duration"}},
 		{"sasl without user", map[string]string{"KAFKA_SASL_MECHANISM": "plain"}, nil, []string{"KAFKA_SASL_USERNAME"}},
 		{"bad sasl", map[string]string{"KAFKA_SASL_MECHANISM": "kerberos"}, nil, []string{`KAFKA_SASL_MECHANISM="kerberos"`}},
 		{"braces in prefix", map[string]string{"REDIS_KEY_PREFIX": "a{b}"}, nil, []string{"REDIS_KEY_PREFIX"}},

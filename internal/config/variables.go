@@ -49,6 +49,7 @@ var variables = []Variable{
 	{Name: "IDGEN_WORKER_ID_BASE", Default: "0", Doc: "first Snowflake worker ID of this service"},
 	{Name: "IDGEN_WORKER_ID_COUNT", Default: "1024", Doc: "how many worker IDs this service owns from the base"},
 	{Name: "IDGEN_LEASE_TTL", Default: "30s", Doc: "TTL of the worker-ID lease in Redis"},
+	{Name: "IDGEN_STEP_ASIDE_AFTER", Default: "5s", Doc: "how long the Snowflake generator may refuse (clock set back, lease lost) before billing-worker leaves its consumer groups and the relay, so the others take its partitions; it rejoins when the generator issues again (100ms..10m)"},
 	{Name: "POD_NAME", Doc: "StatefulSet pod name; its ordinal + IDGEN_WORKER_ID_BASE is the worker ID"},
 	{Name: "POD_IP", Doc: "recorded in the worker-ID lease to name its holder"},
 	{Name: "IDGEN_WORKER_ID", Doc: "explicit Snowflake worker ID 0..1023 (wins over POD_NAME)"},

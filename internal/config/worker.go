@@ -17,8 +17,11 @@ type IDGen struct {
 	Base     int
 	Count    int
 	LeaseTTL time.Duration
-	PodName  string
-	PodIP    string
+	// StepAsideAfter is how long the generator may refuse before the worker
+	// leaves its consumer groups and the relay, until it issues again.
+	StepAsideAfter time.Duration
+	PodName        string
+	PodIP          string
 }
 
 // Worker tunes the consumer.
@@ -39,12 +42,13 @@ type Worker struct {
 
 func (p *parser) idgen(required bool) IDGen {
 	g := IDGen{
-		Base:     p.integer("IDGEN_WORKER_ID_BASE", 0, 0, MaxWorkerID),
-		Count:    p.integer("IDGEN_WORKER_ID_COUNT", MaxWorkerID+1, 1, MaxWorkerID+1),
-		LeaseTTL: p.duration("IDGEN_LEASE_TTL", 30*time.Second, time.Second, 10*time.Minute),
-		PodName:  p.str("POD_NAME", ""),
-		PodIP:    p.str("POD_IP", ""),
-		WorkerID: -1,
+		Base:           p.integer("IDGEN_WORKER_ID_BASE", 0, 0, MaxWorkerID),
+		Count:          p.integer("IDGEN_WORKER_ID_COUNT", MaxWorkerID+1, 1, MaxWorkerID+1),
+		LeaseTTL:       p.duration("IDGEN_LEASE_TTL", 30*time.Second, time.Second, 10*time.Minute),
+		StepAsideAfter: p.duration("IDGEN_STEP_ASIDE_AFTER", 5*time.Second, 100*time.Millisecond, 10*time.Minute),
+		PodName:        p.str("POD_NAME", ""),
+		PodIP:          p.str("POD_IP", ""),
+		WorkerID:       -1,
 	}
 	if g.Base+g.Count > MaxWorkerID+1 {
 		p.fail("IDGEN_WORKER_ID_COUNT", strconv.Itoa(g.Count), fmt.Sprintf("with IDGEN_WORKER_ID_BASE=%d goes past worker ID %d", g.Base, MaxWorkerID))

@@ -57,6 +57,9 @@ type Config struct {
 	// Tracer makes a span of each lane batch and dead-letter write; nil
 	// (tracing off) makes none and reads no header.
 	Tracer trace.Tracer
+
+	// Gate decides when the consumer is a group member (see Gate); nil: always.
+	Gate Gate
 }
 
 func (c *Config) setDefaults() {

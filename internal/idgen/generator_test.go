@@ -123,6 +123,10 @@ func TestClockBackward(t *testing.T) {
 			g := newTestGenerator(t, 2, Options{Clock: fc, Metrics: m})
 			first := mustNext(t, g)
 			fc.Add(-tt.back)
+			// Check foretells NextID, and neither waits nor counts.
+			if err := g.Check(); tt.wantWait != (err == nil) || (err != nil && !errors.Is(err, ErrClockBackward)) {
+				t.Fatalf("Check = %v", err)
+			}
 			id, err := g.NextID()
 			sleeps, maxSleep, _ := fc.stats()
 			if tt.wantWait {
@@ -377,6 +381,9 @@ func TestRefusedCallLeavesNoTrace(t *testing.T) {
 			g := newTestGenerator(t, 3, Options{Lease: lease})
 			first := mustNext(t, g)
 			tt.refuse(fc, lease)
+			if err := g.Check(); !errors.Is(err, ErrLeaseNotValid) {
+				t.Fatalf("Check = %v; want ErrLeaseNotValid", err)
+			}
 			if id, err := g.NextID(); !errors.Is(err, ErrLeaseNotValid) {
 				t.Fatalf("NextID = %d, %v; want ErrLeaseNotValid", id, err)
 			}
@@ -385,6 +392,9 @@ func TestRefusedCallLeavesNoTrace(t *testing.T) {
 				t.Fatalf("NextIDs = %v; want ErrLeaseNotValid", err)
 			}
 			tt.restore(fc, lease)
+			if err := g.Check(); err != nil {
+				t.Fatalf("Check once the cause is gone: %v", err)
+			}
 			id, err := g.NextID()
 			if err != nil {
 				t.Fatalf("NextID once the cause is gone: %v", err)
