@@ -10,10 +10,11 @@ import (
 
 // envelope is a message on its way through a lane.
 type envelope[T any] struct {
-	msg   kafka.Message
-	value T
-	err   error // decode error: dead-letter it
-	part  *partition
+	msg     kafka.Message
+	value   T
+	err     error // decode error: dead-letter it
+	part    *partition
+	fetched time.Time // the latency budget counts from here
 
 	attempts    int // failures alone
 	first, last time.Time
@@ -36,6 +37,9 @@ type lane[T any] struct {
 	batch []envelope[T]
 	items []Item[T]
 	bo    *backoff.ExponentialBackOff
+	// handling is a moving average of the lane's recent batches' time from
+	// the end of gathering to settled: the part of the budget not to hold.
+	handling time.Duration
 }
 
 func newLane[T any](id int, cfg Config) *lane[T] {
@@ -43,45 +47,38 @@ func newLane[T any](id int, cfg Config) *lane[T] {
 		batch: make([]envelope[T], 0, cfg.BatchSize), items: make([]Item[T], 0, cfg.BatchSize), bo: newBackoff(cfg)}
 }
 
-// runLane collects batches and settles each before taking the next, until
-// the generation stops. A batch takes what is queued, up to BatchSize; a lane
-// that was idle waits up to BatchWait once the first message is there, for
-// more to come. A lane that was busy does not wait: what queued meanwhile has
-// waited a batch's time already. Messages still queued when the generation
-// stops are dropped: their offsets stay uncommitted.
+// runLane gathers batches and settles each before taking the next, until
+// the generation stops. Messages still queued when the generation stops are
+// dropped: their offsets stay uncommitted.
 func (g *generation[T]) runLane(l *lane[T]) {
 	defer g.c.health.ok(l.key)
-	var timer *time.Timer
-	if g.c.cfg.BatchWait > 0 {
-		timer = time.NewTimer(g.c.cfg.BatchWait)
-		defer timer.Stop()
-	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
-		idle := len(l.in) == 0
 		select {
 		case e := <-l.in:
 			l.batch = append(l.batch[:0], e)
 		case <-g.stop.Done():
 			return
 		}
-		wait := timer
-		if !idle {
-			wait = nil
-		}
-		if !g.fill(l, wait) {
+		if !g.gather(l, timer) {
 			return
 		}
+		began := time.Now()
 		g.settle(l)
+		l.handled(time.Since(began), g.c.cfg.LatencyBudget)
 		clear(l.batch) // let the messages go
 	}
 }
 
-// fill adds messages to the batch up to BatchSize: those already queued, and
-// with a timer those arriving within BatchWait. It returns false when the
-// generation stopped.
-func (g *generation[T]) fill(l *lane[T], timer *time.Timer) bool {
+// gather adds messages to the batch up to BatchSize: those already queued,
+// then those arriving while the batch's oldest message is within its hold
+// (see hold). It returns false when the generation stopped.
+func (g *generation[T]) gather(l *lane[T], timer *time.Timer) bool {
 	size := g.c.cfg.BatchSize
-	if timer == nil {
+	d := hold(l.batch[0].fetched, time.Now(), g.c.cfg.LatencyBudget, l.handling)
+	if d <= 0 {
 		for len(l.batch) < size {
 			select {
 			case e := <-l.in:
@@ -92,7 +89,7 @@ func (g *generation[T]) fill(l *lane[T], timer *time.Timer) bool {
 		}
 		return g.stop.Err() == nil
 	}
-	timer.Reset(g.c.cfg.BatchWait)
+	timer.Reset(d)
 	defer timer.Stop()
 	for len(l.batch) < size {
 		select {
@@ -105,4 +102,25 @@ func (g *generation[T]) fill(l *lane[T], timer *time.Timer) bool {
 		}
 	}
 	return g.stop.Err() == nil
+}
+
+// hold is how much longer a batch that is not full waits for more messages:
+// until its oldest message, fetched at oldest, has spent the budget less the
+// time handling a batch takes (handling); not at all once it has, as at a
+// backlog, where messages wait in the lane while it handles the previous
+// batch. Waiting fills batches at a low rate: each pays the handler's round
+// trips and a commit, whatever its size.
+func hold(oldest, now time.Time, budget, handling time.Duration) time.Duration {
+	if budget <= handling {
+		return 0
+	}
+	return max(oldest.Add(budget-handling).Sub(now), 0)
+}
+
+// handled folds a batch's handling time d into the lane's moving average (an
+// eighth of the new time), d capped at the budget: a batch that retried for
+// long must not stop the lane holding for long after.
+func (l *lane[T]) handled(d, budget time.Duration) {
+	d = min(d, budget)
+	l.handling += (d - l.handling) / 8
 }

@@ -6,23 +6,18 @@ import (
 	"time"
 )
 
-// A lane waits BatchWait only when it was idle: messages that queued while
-// it handled a batch go in the next one at once, however long BatchWait is.
-func TestBusyLaneDoesNotWait(t *testing.T) {
+// A lane holds a batch that is not full for its latency budget: two
+// messages, then two more, make one batch of four, however long the first
+// two wait; and a full batch goes at once, though the budget is an hour.
+func TestLaneHoldsForBudget(t *testing.T) {
 	c := newCluster(t)
 	topic, dlqTopic := c.k.Topic(t, 1), c.k.Topic(t, 1)
 	cfg := c.config(topic, dlqTopic)
-	cfg.Lanes, cfg.BatchSize, cfg.BatchWait = 1, 4, time.Hour
+	cfg.Lanes, cfg.BatchSize, cfg.LatencyBudget = 1, 4, time.Hour
 
-	release := make(chan struct{})
 	calls := make(chan int, 10)
-	first := true // the lane's goroutine alone calls the handler
 	handler := handlerFunc(func(ctx context.Context, items []Item[event]) ([]error, error) {
 		calls <- len(items)
-		if first {
-			first = false
-			<-release // the first batch holds the lane while more messages queue
-		}
 		return nil, nil
 	})
 	m, err := NewMetrics(nil)
@@ -34,28 +29,67 @@ func TestBusyLaneDoesNotWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	msgs, _ := events(6, 1)
-	c.produce(t, topic, msgs[:4]) // a full batch: no wait for it either
+	c.produce(t, topic, msgs[:2])
 	r := run(t, cons, m)
+	waitFor(t, 15*time.Second, "the first two fetched", func() bool { return value(t, r.m.consumed) == 2 })
+	c.produce(t, topic, msgs[2:])
 	select {
 	case n := <-calls:
 		if n != 4 {
-			t.Fatalf("first batch of %d, want 4", n)
+			t.Fatalf("first batch of %d, want the 4 of a full batch", n)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("no first batch")
-	}
-	c.produce(t, topic, msgs[4:])
-	waitFor(t, 15*time.Second, "the two messages fetched", func() bool { return value(t, r.m.consumed) == 6 })
-	close(release)
-	select {
-	case n := <-calls:
-		if n != 2 {
-			t.Errorf("second batch of %d, want the 2 queued", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the busy lane waited for BatchWait (an hour) instead of taking what queued")
+		t.Fatal("the full batch waited for the budget (an hour)")
 	}
 	r.stop(t)
+	select {
+	case n := <-calls:
+		t.Errorf("a batch of %d before the budget ran out", n)
+	default:
+	}
+}
+
+// The hold: the budget less the handling time, counted from the oldest
+// message's fetch; nothing once that is spent (a backlog) or when handling
+// alone takes the budget.
+func TestHold(t *testing.T) {
+	now := time.Now()
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name             string
+		age              time.Duration // of the oldest message
+		budget, handling time.Duration
+		want             time.Duration
+	}{
+		{"fresh", 0, 50 * ms, 5 * ms, 45 * ms},
+		{"part spent", 30 * ms, 50 * ms, 5 * ms, 15 * ms},
+		{"spent", 45 * ms, 50 * ms, 5 * ms, 0},
+		{"backlog: waited a batch already", 200 * ms, 50 * ms, 5 * ms, 0},
+		{"no estimate yet", 0, 50 * ms, 0, 50 * ms},
+		{"handling takes the budget", 0, 50 * ms, 60 * ms, 0},
+		{"no budget", 0, 0, 0, 0},
+	} {
+		if got := hold(now.Add(-tc.age), now, tc.budget, tc.handling); got != tc.want {
+			t.Errorf("%s: hold %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The handling estimate moves an eighth of the way to each batch's time,
+// a time past the budget counting as the budget.
+func TestHandlingEstimate(t *testing.T) {
+	ms := time.Millisecond
+	l := &lane[event]{}
+	l.handled(80*ms, 50*ms)
+	if l.handling != 50*ms/8 {
+		t.Fatalf("after a long batch: %v, want %v", l.handling, 50*ms/8)
+	}
+	for range 100 {
+		l.handled(4*ms, 50*ms)
+	}
+	if l.handling < 4*ms || l.handling > 4*ms+ms/10 {
+		t.Errorf("after 100 batches of 4ms: %v", l.handling)
+	}
 }
 
 // The shards of one key take consecutive lanes: with as many lanes as

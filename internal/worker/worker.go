@@ -194,7 +194,7 @@ func (w *Worker) leaseHeld(context.Context) error {
 func consumerConfig(cfg config.Config, svc *writepath.Services) consumer.Config {
 	return consumer.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, Group: cfg.Kafka.Group, DLQTopic: cfg.Kafka.DLQTopic,
-		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, BatchWait: cfg.Worker.BatchWait,
+		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, LatencyBudget: cfg.Worker.LatencyBudget,
 		MaxInFlightPerPartition: cfg.Worker.MaxInFlight, CommitInterval: cfg.Worker.CommitInterval,
 		MaxAttempts: cfg.Worker.MaxAttempts, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		Dialer: svc.Kafka.Dialer, Transport: svc.Kafka.Transport,
