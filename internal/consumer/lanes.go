@@ -37,6 +37,9 @@ type lane[T any] struct {
 	batch []envelope[T]
 	items []Item[T]
 	bo    *backoff.ExponentialBackOff
+	// join takes another lane's invitation while this one holds a batch:
+	// see collect.
+	join chan *joint[T]
 	// handling is a moving average of the lane's recent batches' time from
 	// the end of gathering to settled: the part of the budget not to hold.
 	handling time.Duration
@@ -44,8 +47,26 @@ type lane[T any] struct {
 
 func newLane[T any](id int, cfg Config) *lane[T] {
 	return &lane[T]{id: id, key: "lane/" + strconv.Itoa(id), in: make(chan envelope[T], cfg.BatchSize),
-		batch: make([]envelope[T], 0, cfg.BatchSize), items: make([]Item[T], 0, cfg.BatchSize), bo: newBackoff(cfg)}
+		batch: make([]envelope[T], 0, cfg.BatchSize), items: make([]Item[T], 0, cfg.BatchSize), bo: newBackoff(cfg),
+		join: make(chan *joint[T])}
 }
+
+// joint is one lane's batch that others' held batches joined: they wait
+// for it to be settled before taking their next, so each lane's order holds.
+type joint[T any] struct {
+	room int                // messages the batch still takes
+	give chan []envelope[T] // a joining lane's batch; nil: it does not fit
+	done chan struct{}      // closed once the batch is settled
+}
+
+// gathered is how gathering a batch ended.
+type gathered int
+
+const (
+	own     gathered = iota // the lane settles its batch
+	joined                  // another lane's batch took it, and is settled
+	stopped                 // the generation stopped
+)
 
 // runLane gathers batches and settles each before taking the next, until
 // the generation stops. Messages still queued when the generation stops are
@@ -62,20 +83,25 @@ func (g *generation[T]) runLane(l *lane[T]) {
 		case <-g.stop.Done():
 			return
 		}
-		if !g.gather(l, timer) {
+		switch g.gather(l, timer) {
+		case stopped:
 			return
+		case joined:
+			continue
 		}
+		done := g.collect(l)
 		began := time.Now()
 		g.settle(l)
 		l.handled(time.Since(began), g.c.cfg.LatencyBudget)
+		done()
 		clear(l.batch) // let the messages go
 	}
 }
 
 // gather adds messages to the batch up to BatchSize: those already queued,
 // then those arriving while the batch's oldest message is within its hold
-// (see hold). It returns false when the generation stopped.
-func (g *generation[T]) gather(l *lane[T], timer *time.Timer) bool {
+// (see hold). Meanwhile the batch may join another lane's.
+func (g *generation[T]) gather(l *lane[T], timer *time.Timer) gathered {
 	size := g.c.cfg.BatchSize
 	d := hold(l.batch[0].fetched, time.Now(), g.c.cfg.LatencyBudget, l.handling)
 	if d <= 0 {
@@ -84,10 +110,10 @@ func (g *generation[T]) gather(l *lane[T], timer *time.Timer) bool {
 			case e := <-l.in:
 				l.batch = append(l.batch, e)
 			default:
-				return g.stop.Err() == nil
+				return g.gathered()
 			}
 		}
-		return g.stop.Err() == nil
+		return g.gathered()
 	}
 	timer.Reset(d)
 	defer timer.Stop()
@@ -95,13 +121,60 @@ func (g *generation[T]) gather(l *lane[T], timer *time.Timer) bool {
 		select {
 		case e := <-l.in:
 			l.batch = append(l.batch, e)
+		case j := <-l.join:
+			if len(l.batch) > j.room {
+				j.give <- nil
+				continue
+			}
+			j.give <- l.batch
+			select {
+			case <-j.done:
+			case <-g.stop.Done():
+				return stopped
+			}
+			clear(l.batch)
+			return joined
 		case <-timer.C:
-			return g.stop.Err() == nil
+			return g.gathered()
 		case <-g.stop.Done():
-			return false
+			return stopped
 		}
 	}
-	return g.stop.Err() == nil
+	return g.gathered()
+}
+
+func (g *generation[T]) gathered() gathered {
+	if g.stop.Err() != nil {
+		return stopped
+	}
+	return own
+}
+
+// collect adds to a batch that is not full the batches other lanes hold, as
+// long as each fits: at a low rate the lanes' batches go as one, paying the
+// handler's round trips once. The returned func, called once the batch is
+// settled, lets the joined lanes go on.
+func (g *generation[T]) collect(l *lane[T]) (settled func()) {
+	size := g.c.cfg.BatchSize
+	var j *joint[T]
+	for _, o := range g.lanes {
+		if o == l || len(l.batch) >= size {
+			continue
+		}
+		if j == nil {
+			j = &joint[T]{give: make(chan []envelope[T], 1), done: make(chan struct{})}
+		}
+		j.room = size - len(l.batch)
+		select {
+		case o.join <- j: // o is holding a batch: it answers at once
+			l.batch = append(l.batch, <-j.give...)
+		default:
+		}
+	}
+	if j == nil {
+		return func() {}
+	}
+	return func() { close(j.done) }
 }
 
 // hold is how much longer a batch that is not full waits for more messages:

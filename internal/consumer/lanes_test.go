@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -113,4 +115,82 @@ func TestRouteSpreadsShardsOverLanes(t *testing.T) {
 			t.Errorf("shard 0 in lane %d, want the key's lane %d", got, want)
 		}
 	}
+}
+
+// A lane holding a batch joins another lane's batch when it fits, and waits
+// for that batch to be settled before it goes on (its order); one that does
+// not fit keeps holding its own.
+func TestHeldBatchJoinsAnother(t *testing.T) {
+	cfg := Config{BatchSize: 4, LatencyBudget: time.Hour}
+	cfg.setDefaults()
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := &generation[event]{c: &Consumer[event]{cfg: cfg}, stop: stop}
+	a, b := newLane[event](0, cfg), newLane[event](1, cfg)
+	g.lanes = []*lane[event]{a, b}
+	env := func(key string, seq int) envelope[event] {
+		return envelope[event]{value: event{Key: key, Seq: seq}, fetched: time.Now()}
+	}
+	hold := func(l *lane[event], envs ...envelope[event]) chan gathered {
+		l.batch = append(l.batch[:0], envs...)
+		res := make(chan gathered, 1)
+		go func() {
+			timer := time.NewTimer(time.Hour)
+			defer timer.Stop()
+			res <- g.gather(l, timer)
+		}()
+		return res
+	}
+	// collect until b answered: it may not be waiting in its select yet.
+	collect := func(want int) func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			settled := g.collect(a)
+			if len(a.batch) == want || time.Now().After(deadline) {
+				return settled
+			}
+			settled()
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	res := hold(b, env("b", 0), env("b", 1))
+	a.batch = append(a.batch[:0], env("a", 0), env("a", 1))
+	settled := collect(4)
+	if got := keys(a.batch); got != "a0 a1 b0 b1" {
+		t.Fatalf("batch %s, want a0 a1 b0 b1", got)
+	}
+	select {
+	case r := <-res:
+		t.Fatalf("the joined lane went on (%d) before the batch was settled", r)
+	default:
+	}
+	settled()
+	if r := <-res; r != joined {
+		t.Fatalf("gather ended %d, want joined", r)
+	}
+
+	res = hold(b, env("b", 2), env("b", 3))
+	a.batch = append(a.batch[:0], env("a", 2), env("a", 3), env("a", 4))
+	for range 20 { // b declines each time: two do not fit in the room of one
+		g.collect(a)()
+	}
+	if got := keys(a.batch); got != "a2 a3 a4" {
+		t.Fatalf("batch %s, want a2 a3 a4", got)
+	}
+	cancel()
+	if r := <-res; r != stopped {
+		t.Fatalf("gather ended %d, want stopped", r)
+	}
+	if got := keys(b.batch); got != "b2 b3" {
+		t.Errorf("b holds %s, want b2 b3", got)
+	}
+}
+
+func keys(envs []envelope[event]) string {
+	var s []string
+	for _, e := range envs {
+		s = append(s, e.value.Key+strconv.Itoa(e.value.Seq))
+	}
+	return strings.Join(s, " ")
 }
