@@ -109,11 +109,11 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if w.path, err = writepath.Open(ctx, cfg, w.svc, m.path, log, w.relay.Wake); err != nil {
 		return nil, err
 	}
-	w.periods = newPeriods(w.path.Deductor, plan.NewStore(w.svc.SQL), log.Named("periods"))
+	w.periods = newPeriods(w.path.Deductor, w.path.Ledger, plan.NewStore(w.svc.SQL), log.Named("periods"))
 	if w.traces, err = newTraces(ctx, cfg.Tracing, opts.SpanExporter); err != nil {
 		return nil, err
 	}
-	handler := &billingHandler{deductor: w.path.Deductor, metrics: m.handler, log: log}
+	handler := &billingHandler{deductor: w.path.Deductor, metrics: m.handler, log: log, granted: w.periods.Wake}
 	if cfg.Worker.ShardedAnyKey {
 		handler.keys = &anyKeys{shards: w.path.Shards}
 	}
