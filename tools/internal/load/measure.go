@@ -82,6 +82,14 @@ func (m *meter) addWorker(w *workerProc) {
 	m.procs = append(m.procs, &metered{name: fmt.Sprintf("worker-%d", w.id), pid: w.Pid()})
 }
 
+// restart starts the window again, now (the workers' start-up left out).
+func (m *meter) restart() {
+	m.readAll(func(p *metered) *time.Duration { return &p.before })
+	if m.busy > 0 {
+		m.busy, _ = machineBusy(procRoot)
+	}
+}
+
 // read takes the end readings, while every process still runs.
 func (m *meter) read() {
 	m.readAll(func(p *metered) *time.Duration { return &p.after })
@@ -110,7 +118,9 @@ func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, float64
 		d := p.after - p.before
 		c.Measured = true
 		c.CPUSeconds = d.Seconds()
-		c.USPerEvent = float64(d.Microseconds()) / float64(events)
+		if events > 0 {
+			c.USPerEvent = float64(d.Microseconds()) / float64(events)
+		}
 		c.Cores = d.Seconds() / window.Seconds()
 		if server(p) {
 			c.QuietCores = (p.before - p.idle).Seconds() / quiet.Seconds()
@@ -127,7 +137,7 @@ func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, float64
 		mach.OursCores = ours.Seconds() / window.Seconds()
 		mach.OtherCores = max(0, mach.BusyCores-mach.OursCores)
 	}
-	if !complete {
+	if !complete || events == 0 {
 		return out, 0, mach
 	}
 	return out, float64(system.Microseconds()) / float64(events), mach
