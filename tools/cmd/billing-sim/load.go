@@ -78,8 +78,8 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.DurationVar(&o.Stall, "stall", time.Minute, "fail when the ledger does not move for this long")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.StringVar(&f.jsonFile, "json-file", "", "also write the result as JSON to this file")
-	fs.StringVar(&f.vary, "vary", "", "a sweep: one run per value of a worker variable (WORKER_BATCH_SIZE=256,1024) or of ledger-rows=0,1000000")
-	fs.StringVar(&f.plot, "plot", "", "write an SVG: events/s against the --vary values, or a paced run's (--rate) latency distribution")
+	fs.StringVar(&f.vary, "vary", "", "a sweep: one run per value of a worker variable (WORKER_BATCH_SIZE=256,1024, WORKER_LATENCY_BUDGET=10ms,50ms) or of ledger-rows=0,1000000")
+	fs.StringVar(&f.plot, "plot", "", "write an SVG: events/s against the --vary values (paced: CPU per event against p99, by value), or a paced run's (--rate) latency distribution")
 	output := fs.Output()
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -215,7 +215,11 @@ func sweep(ctx context.Context, w io.Writer, o load.Options, f loadFlags) error 
 	v, _ := load.ParseVary(f.vary) // parsed with the flags
 	results, err := load.Sweep(ctx, o, v, func(r load.Result) { writeLoad(w, r, false); fmt.Fprintln(w) })
 	for i, r := range results {
-		fmt.Fprintf(w, "sweep       %s=%s: %.0f events/s, %.1f µs/event\n", v.Key, v.Values[i], r.EventsPerSec, serverCPU(r))
+		p99 := ""
+		if p := r.Paced; p != nil {
+			p99 = fmt.Sprintf(", p99 %.1f ms, %.0f events per batch", p.Latency.P99MS, meanBatch(r))
+		}
+		fmt.Fprintf(w, "sweep       %s=%s: %.0f events/s, %.1f µs/event%s\n", v.Key, v.Values[i], r.EventsPerSec, serverCPU(r), p99)
 	}
 	if err == nil && f.plot != "" {
 		err = writePlot(f.plot, func(w io.Writer) error { return load.PlotSweep(w, v, results) })
@@ -229,6 +233,19 @@ func writePlot(path string, draw func(io.Writer) error) error {
 		return err
 	}
 	return errors.Join(draw(file), file.Close())
+}
+
+// meanBatch is the events per handler call over the workers.
+func meanBatch(r load.Result) float64 {
+	var calls, events float64
+	for _, m := range r.Memory {
+		calls += float64(m.Batches)
+		events += float64(m.Batches) * m.MeanBatch
+	}
+	if calls == 0 {
+		return 0
+	}
+	return events / calls
 }
 
 // serverCPU is the CPU per event of the worker(s), mariadbd and redis-server.
