@@ -43,12 +43,17 @@ type lane[T any] struct {
 	// handling is a moving average of the lane's recent batches' time from
 	// the end of gathering to settled: the part of the budget not to hold.
 	handling time.Duration
+	// gap is a moving average of the time between the lane's messages
+	// (their fetches; last is the latest): a hold shorter than it would
+	// most likely wait for nothing.
+	gap  time.Duration
+	last time.Time
 }
 
 func newLane[T any](id int, cfg Config) *lane[T] {
 	return &lane[T]{id: id, key: "lane/" + strconv.Itoa(id), in: make(chan envelope[T], cfg.BatchSize),
 		batch: make([]envelope[T], 0, cfg.BatchSize), items: make([]Item[T], 0, cfg.BatchSize), bo: newBackoff(cfg),
-		join: make(chan *joint[T])}
+		join: make(chan *joint[T]), last: time.Now()} // the first message's gap counts from here
 }
 
 // joint is one lane's batch that others' held batches joined: they wait
@@ -79,7 +84,8 @@ func (g *generation[T]) runLane(l *lane[T]) {
 	for {
 		select {
 		case e := <-l.in:
-			l.batch = append(l.batch[:0], e)
+			l.batch = l.batch[:0]
+			l.add(e, g.c.cfg.LatencyBudget)
 		case <-g.stop.Done():
 			return
 		}
@@ -103,12 +109,13 @@ func (g *generation[T]) runLane(l *lane[T]) {
 // (see hold). Meanwhile the batch may join another lane's.
 func (g *generation[T]) gather(l *lane[T], timer *time.Timer) gathered {
 	size := g.c.cfg.BatchSize
-	d := hold(l.batch[0].fetched, time.Now(), g.c.cfg.LatencyBudget, l.handling)
+	budget := g.c.cfg.LatencyBudget
+	d := hold(l.batch[0].fetched, time.Now(), budget, l.handling, l.gap)
 	if d <= 0 {
 		for len(l.batch) < size {
 			select {
 			case e := <-l.in:
-				l.batch = append(l.batch, e)
+				l.add(e, budget)
 			default:
 				return g.gathered()
 			}
@@ -120,7 +127,7 @@ func (g *generation[T]) gather(l *lane[T], timer *time.Timer) gathered {
 	for len(l.batch) < size {
 		select {
 		case e := <-l.in:
-			l.batch = append(l.batch, e)
+			l.add(e, budget)
 		case j := <-l.join:
 			if len(l.batch) > j.room {
 				j.give <- nil
@@ -181,13 +188,30 @@ func (g *generation[T]) collect(l *lane[T]) (settled func()) {
 // until its oldest message, fetched at oldest, has spent the budget less the
 // time handling a batch takes (handling); not at all once it has, as at a
 // backlog, where messages wait in the lane while it handles the previous
-// batch. Waiting fills batches at a low rate: each pays the handler's round
-// trips and a commit, whatever its size.
-func hold(oldest, now time.Time, budget, handling time.Duration) time.Duration {
+// batch, nor when the lane's messages come further apart (gap) than it
+// would wait, as at a trickle or after an idle spell. Waiting fills batches
+// at a low rate: each pays the handler's round trips and a commit, whatever
+// its size.
+func hold(oldest, now time.Time, budget, handling, gap time.Duration) time.Duration {
 	if budget <= handling {
 		return 0
 	}
-	return max(oldest.Add(budget-handling).Sub(now), 0)
+	d := max(oldest.Add(budget-handling).Sub(now), 0)
+	if gap > d {
+		return 0
+	}
+	return d
+}
+
+// add appends e to the batch and folds the time since the lane's previous
+// message into its gap (an eighth of the new time, capped at ten budgets so
+// that an idle spell is forgotten after a few dozen messages of a burst).
+func (l *lane[T]) add(e envelope[T], budget time.Duration) {
+	l.batch = append(l.batch, e)
+	if !l.last.IsZero() {
+		l.gap += (min(e.fetched.Sub(l.last), 10*budget) - l.gap) / 8
+	}
+	l.last = e.fetched
 }
 
 // handled folds a batch's handling time d into the lane's moving average (an

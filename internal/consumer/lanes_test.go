@@ -52,28 +52,52 @@ func TestLaneHoldsForBudget(t *testing.T) {
 }
 
 // The hold: the budget less the handling time, counted from the oldest
-// message's fetch; nothing once that is spent (a backlog) or when handling
-// alone takes the budget.
+// message's fetch; nothing once that is spent (a backlog), when handling
+// alone takes the budget, or when messages come further apart than the hold.
 func TestHold(t *testing.T) {
 	now := time.Now()
 	ms := time.Millisecond
 	for _, tc := range []struct {
-		name             string
-		age              time.Duration // of the oldest message
-		budget, handling time.Duration
-		want             time.Duration
+		name                  string
+		age                   time.Duration // of the oldest message
+		budget, handling, gap time.Duration
+		want                  time.Duration
 	}{
-		{"fresh", 0, 50 * ms, 5 * ms, 45 * ms},
-		{"part spent", 30 * ms, 50 * ms, 5 * ms, 15 * ms},
-		{"spent", 45 * ms, 50 * ms, 5 * ms, 0},
-		{"backlog: waited a batch already", 200 * ms, 50 * ms, 5 * ms, 0},
-		{"no estimate yet", 0, 50 * ms, 0, 50 * ms},
-		{"handling takes the budget", 0, 50 * ms, 60 * ms, 0},
-		{"no budget", 0, 0, 0, 0},
+		{"fresh", 0, 50 * ms, 5 * ms, ms, 45 * ms},
+		{"part spent", 30 * ms, 50 * ms, 5 * ms, ms, 15 * ms},
+		{"spent", 45 * ms, 50 * ms, 5 * ms, ms, 0},
+		{"backlog: waited a batch already", 200 * ms, 50 * ms, 5 * ms, 0, 0},
+		{"no estimates yet", 0, 50 * ms, 0, 0, 50 * ms},
+		{"handling takes the budget", 0, 50 * ms, 60 * ms, ms, 0},
+		{"no budget", 0, 0, 0, 0, 0},
+		{"a trickle: the next message is not due within the hold", 0, 50 * ms, 5 * ms, 100 * ms, 0},
+		{"the gap fits the rest of the hold", 20 * ms, 50 * ms, 5 * ms, 20 * ms, 25 * ms},
+		{"the gap outlasts the rest of the hold", 30 * ms, 50 * ms, 5 * ms, 20 * ms, 0},
 	} {
-		if got := hold(now.Add(-tc.age), now, tc.budget, tc.handling); got != tc.want {
+		if got := hold(now.Add(-tc.age), now, tc.budget, tc.handling, tc.gap); got != tc.want {
 			t.Errorf("%s: hold %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The gap between a lane's messages moves an eighth of the way to each new
+// one, an idle spell counting as ten budgets at most.
+func TestGapEstimate(t *testing.T) {
+	ms := time.Millisecond
+	l := &lane[event]{}
+	t0 := time.Now()
+	l.add(envelope[event]{fetched: t0}, 50*ms)
+	l.add(envelope[event]{fetched: t0.Add(time.Hour)}, 50*ms)
+	if l.gap != 500*ms/8 || len(l.batch) != 2 {
+		t.Fatalf("after an hour's spell: gap %v, want %v; batch of %d", l.gap, 500*ms/8, len(l.batch))
+	}
+	at := t0.Add(time.Hour)
+	for range 60 {
+		at = at.Add(ms / 2)
+		l.add(envelope[event]{fetched: at}, 50*ms)
+	}
+	if l.gap > 2*ms {
+		t.Errorf("after 60 messages 0.5 ms apart: gap %v", l.gap)
 	}
 }
 
