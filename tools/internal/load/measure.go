@@ -24,6 +24,7 @@ type metered struct {
 	pid        int
 	err        error // not measured, and why
 	idle       time.Duration
+	quietEnd   time.Duration // the end of the quiet second (restart moves before on)
 	before     time.Duration
 	after      time.Duration
 }
@@ -56,6 +57,9 @@ func newMeter(ctx context.Context, o Options, st *stage) (*meter, error) {
 	case <-t.C:
 	}
 	m.readAll(func(p *metered) *time.Duration { return &p.before })
+	for _, p := range m.procs {
+		p.quietEnd = p.before
+	}
 	m.busy, _ = machineBusy(procRoot) // unreadable: the machine's figure stays 0
 	return m, nil
 }
@@ -123,7 +127,7 @@ func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, float64
 		}
 		c.Cores = d.Seconds() / window.Seconds()
 		if server(p) {
-			c.QuietCores = (p.before - p.idle).Seconds() / quiet.Seconds()
+			c.QuietCores = (p.quietEnd - p.idle).Seconds() / quiet.Seconds()
 		}
 		if !tool {
 			system += d
