@@ -76,9 +76,9 @@ func TestValid(t *testing.T) {
 				t.Errorf("sasl %+v", c.Kafka.SASL)
 			}
 		}},
-		{"durations", map[string]string{"LOCK_TTL": "2s", "WORKER_BATCH_WAIT": "0s"}, nil, func(t *testing.T, c Config) {
-			if c.LockTTL != 2*time.Second || c.Worker.BatchWait != 0 {
-				t.Errorf("lock %v wait %v", c.LockTTL, c.Worker.BatchWait)
+		{"durations", map[string]string{"LOCK_TTL": "2s", "WORKER_LATENCY_BUDGET": "0s"}, nil, func(t *testing.T, c Config) {
+			if c.LockTTL != 2*time.Second || c.Worker.LatencyBudget != 0 {
+				t.Errorf("lock %v budget %v", c.LockTTL, c.Worker.LatencyBudget)
 			}
 		}},
 	}
@@ -123,6 +123,8 @@ func TestInvalidNamesVariableAndValue(t *testing.T) {
 		{"grants on the payment topic", map[string]string{"KAFKA_GRANTS_TOPIC": "payment.succeeded"}, nil, []string{`KAFKA_GRANTS_TOPIC="payment.succeeded"`}},
 		{"bad grants topic", map[string]string{"KAFKA_GRANTS_TOPIC": "quota grants"}, nil, []string{`KAFKA_GRANTS_TOPIC="quota grants"`}},
 		{"bad http addr", map[string]string{"HTTP_ADDR": "9100"}, nil, []string{`HTTP_ADDR="9100"`}},
+		{"latency budget range", map[string]string{"WORKER_LATENCY_BUDGET": "-5ms"}, nil, []string{`WORKER_LATENCY_BUDGET="-5ms"`}},
+		{"batch wait is gone", map[string]string{"WORKER_BATCH_WAIT": "5ms"}, nil, []string{`WORKER_BATCH_WAIT="5ms"`, "WORKER_LATENCY_BUDGET"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -55,7 +55,7 @@ var variables = []Variable{
 	{Name: "IDGEN_WORKER_ID", Doc: "explicit Snowflake worker ID 0..1023 (wins over POD_NAME)"},
 	{Name: "WORKER_LANES", Default: "2", Doc: "parallel lanes (merchants hash to lanes); two keep the ledger's one full batch at a time busy, more cut the traffic into smaller batches"},
 	{Name: "WORKER_BATCH_SIZE", Default: "2048", Doc: "events per lane batch at most"},
-	{Name: "WORKER_BATCH_WAIT", Default: "5ms", Doc: "how long an idle lane waits to fill a batch (a busy one takes what queued meanwhile at once)"},
+	{Name: "WORKER_LATENCY_BUDGET", Default: "50ms", Doc: "how long an event may take from its fetch to the end of its batch: a lane holds a batch that is not full until its oldest event has waited the budget less the lane's recent batch time, then takes in what the other lanes hold; a full batch, a backlog's, or a lane's whose events come further apart than the hold goes at once; 0 takes only what is queued. Larger is cheaper per event at a low rate (docs/performance.md)"},
 	{Name: "WORKER_MAX_INFLIGHT", Default: "8192", Doc: "unfinished messages per partition before fetching pauses; unset: 2 x WORKER_LANES x WORKER_BATCH_SIZE (two batches per lane, so one hot partition fills every lane)"},
 	{Name: "WORKER_COMMIT_INTERVAL", Default: "1s", Doc: "how often done offsets are committed"},
 	{Name: "WORKER_MAX_ATTEMPTS", Default: "5", Doc: "tries of an event failing alone before the DLQ (class exhausted)"},

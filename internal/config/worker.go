@@ -28,7 +28,7 @@ type IDGen struct {
 type Worker struct {
 	Lanes           int
 	BatchSize       int
-	BatchWait       time.Duration
+	LatencyBudget   time.Duration
 	MaxInFlight     int
 	CommitInterval  time.Duration
 	MaxAttempts     int
@@ -98,11 +98,14 @@ func (p *parser) worker() Worker {
 	w := Worker{
 		Lanes:           p.integer("WORKER_LANES", 2, 1, 1024),
 		BatchSize:       p.integer("WORKER_BATCH_SIZE", 2048, 1, 10000),
-		BatchWait:       p.duration("WORKER_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
+		LatencyBudget:   p.duration("WORKER_LATENCY_BUDGET", 50*time.Millisecond, 0, 10*time.Second),
 		CommitInterval:  p.duration("WORKER_COMMIT_INTERVAL", time.Second, 10*time.Millisecond, 5*time.Minute),
 		MaxAttempts:     p.integer("WORKER_MAX_ATTEMPTS", 5, 1, 1000),
 		ShutdownTimeout: p.duration("SHUTDOWN_TIMEOUT", 10*time.Second, time.Second, 10*time.Minute),
 		ShardedAnyKey:   p.boolean("WORKER_SHARDED_ANY_KEY", false),
+	}
+	if v := p.getenv("WORKER_BATCH_WAIT"); v != "" { // read raw: not a variable any more
+		p.fail("WORKER_BATCH_WAIT", v, "is gone: lanes batch against WORKER_LATENCY_BUDGET")
 	}
 	w.MaxInFlight = p.integer("WORKER_MAX_INFLIGHT", defaultMaxInFlight(w.Lanes, w.BatchSize), 1, 1_000_000)
 	return w

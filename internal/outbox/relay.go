@@ -27,18 +27,34 @@ type Writer interface {
 
 // Config tunes a Relay. The zero value is valid.
 type Config struct {
-	BatchSize  int           // rows per publish (default 500)
-	Poll       time.Duration // how often an idle relay looks (default 200ms; Wake looks at once)
-	Retention  time.Duration // how long sent rows stay before they are pruned (0: at the next prune)
-	PruneEvery time.Duration // how often sent rows are pruned and the backlog counted (default 5s)
+	BatchSize int // rows per publish (default 500)
+	// Poll is how often an idle relay looks for rows nobody announced (other
+	// processes' commits; Wake, after its own process's, looks at once): a
+	// long timer, since looking costs MySQL a query (default 5s).
+	Poll time.Duration
+	// Standby is how often a relay without the lock tries to take it: how
+	// soon another takes over when the active one stops (default 2s).
+	Standby   time.Duration
+	Retention time.Duration // how long sent rows stay before they are pruned (0: at the next prune)
+	// PruneEvery is how often, while rows come, sent rows are pruned and the
+	// backlog counted (default 5s); with none since, every idleHousekeep.
+	PruneEvery time.Duration
 }
+
+// idleHousekeep is how often a relay that saw no row prunes and counts:
+// what it last pruned and counted has not changed but for other processes'
+// rows, which a Poll finds anyway.
+const idleHousekeep = time.Minute
 
 func (c *Config) setDefaults() {
 	if c.BatchSize <= 0 {
 		c.BatchSize = 500
 	}
 	if c.Poll <= 0 {
-		c.Poll = 200 * time.Millisecond
+		c.Poll = 5 * time.Second
+	}
+	if c.Standby <= 0 {
+		c.Standby = 2 * time.Second
 	}
 	c.Retention = max(c.Retention, 0)
 	if c.PruneEvery <= 0 {
@@ -93,7 +109,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		} else {
 			bo.Reset() // another process relays; look again later
 		}
-		if !r.sleep(ctx, max(bo.NextBackOff(), 10*r.cfg.Poll)) {
+		if !r.sleep(ctx, max(bo.NextBackOff(), r.cfg.Standby)) {
 			return nil
 		}
 	}
@@ -137,19 +153,21 @@ func (r *Relay) lead(ctx context.Context) error {
 // still counted meanwhile.
 func (r *Relay) relay(ctx context.Context, c *sql.Conn) error {
 	var pruned time.Time
+	seen := true // rows since the last housekeeping; the first one runs at once
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
 		backoff.WithMaxElapsedTime(0))
 	for {
-		if r.now().Sub(pruned) >= r.cfg.PruneEvery {
+		if since := r.now().Sub(pruned); seen && since >= r.cfg.PruneEvery || since >= idleHousekeep {
 			if err := r.housekeep(ctx, c); err != nil {
 				return ignoreEnd(ctx, err)
 			}
-			pruned = r.now()
+			pruned, seen = r.now(), false
 		}
 		rows, err := unsent(ctx, c, r.cfg.BatchSize)
 		if err != nil {
 			return ignoreEnd(ctx, err)
 		}
+		seen = seen || len(rows) > 0
 		wait := r.cfg.Poll
 		if len(rows) > 0 {
 			if err := r.publish(ctx, rows); err != nil {

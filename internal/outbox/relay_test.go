@@ -88,7 +88,7 @@ func (g *rig) runWith(w Writer, cfg Config, m *Metrics) (stop func()) {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	cfg.Poll = 10 * time.Millisecond
+	cfg.Poll, cfg.Standby = 10*time.Millisecond, 100*time.Millisecond
 	cfg.PruneEvery = 20 * time.Millisecond
 	r, err := New(sqlDB, w, zap.NewNop(), m, cfg)
 	if err != nil {

@@ -118,14 +118,14 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if w.path, err = writepath.Open(ctx, cfg, w.svc, m.path, log, w.relay.Wake); err != nil {
 		return nil, err
 	}
-	w.periods = newPeriods(w.path.Deductor, plan.NewStore(w.svc.SQL), log.Named("periods"))
+	w.periods = newPeriods(w.path.Deductor, w.path.Ledger, plan.NewStore(w.svc.SQL), log.Named("periods"))
 	if w.aside, err = stepaside.New(w.path.IDs.Check, cfg.IDGen.StepAsideAfter, log, m.aside); err != nil {
 		return nil, err
 	}
 	if w.traces, err = newTraces(ctx, cfg.Tracing, opts.SpanExporter); err != nil {
 		return nil, err
 	}
-	handler := &billingHandler{deductor: w.path.Deductor, metrics: m.handler, log: log}
+	handler := &billingHandler{deductor: w.path.Deductor, metrics: m.handler, log: log, granted: w.periods.Wake}
 	if cfg.Worker.ShardedAnyKey {
 		handler.keys = &anyKeys{shards: w.path.Shards}
 	}
@@ -207,7 +207,7 @@ func (w *Worker) leaseHeld(context.Context) error {
 func consumerConfig(cfg config.Config, svc *writepath.Services) consumer.Config {
 	return consumer.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, Group: cfg.Kafka.Group, DLQTopic: cfg.Kafka.DLQTopic,
-		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, BatchWait: cfg.Worker.BatchWait,
+		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, LatencyBudget: cfg.Worker.LatencyBudget,
 		MaxInFlightPerPartition: cfg.Worker.MaxInFlight, CommitInterval: cfg.Worker.CommitInterval,
 		MaxAttempts: cfg.Worker.MaxAttempts, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		Dialer: svc.Kafka.Dialer, Transport: svc.Kafka.Transport,
