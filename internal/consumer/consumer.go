@@ -154,6 +154,7 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 			break // ctx ended while waiting
 		}
 		if joined {
+			c.health.setState(ErrJoining) // no longer waiting for the gate
 			c.log.Info("consumer: admitted again, rejoining the group")
 		}
 		err = c.member(ctx, member)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/quotaflow/billing/internal/stepaside"
 )
 
@@ -34,26 +36,8 @@ func TestGateLeavesAndRejoins(t *testing.T) {
 	var refusing atomic.Bool
 	var aHandled atomic.Int64
 	h := rec.handler(2 * time.Millisecond)
-	gate, err := stepaside.New(func() error {
-		if refusing.Load() {
-			return testOutage{}
-		}
-		return nil
-	}, 50*time.Millisecond, testLogger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gateCtx, stopGate := context.WithCancel(context.Background())
-	var gateRun sync.WaitGroup
-	gateRun.Add(1)
-	go func() {
-		defer gateRun.Done()
-		_ = gate.Run(gateCtx)
-	}()
-	defer gateRun.Wait()
-	defer stopGate()
 	acfg := cfg
-	acfg.Gate = gate
+	acfg.Gate = runGate(t, &refusing)
 	a := start(t, acfg, handlerFunc(func(ctx context.Context, items []Item[event]) ([]error, error) {
 		if refusing.Load() {
 			return nil, testOutage{}
@@ -94,4 +78,63 @@ func TestGateLeavesAndRejoins(t *testing.T) {
 	waitFor(t, 20*time.Second, "the member back in the group", func() bool {
 		return value(t, a.m.generations) > gens && a.c.Ready(ctx) == nil
 	})
+}
+
+// runGate runs a step-aside monitor that refuses while refusing is set,
+// stepping aside after 50ms of it, until the test ends.
+func runGate(t *testing.T, refusing *atomic.Bool) *stepaside.Monitor {
+	t.Helper()
+	gate, err := stepaside.New(func() error {
+		if refusing.Load() {
+			return testOutage{}
+		}
+		return nil
+	}, 50*time.Millisecond, testLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = gate.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return gate
+}
+
+// Admitted again, the consumer reports that it is joining, not that it is
+// still out of the group waiting for its gate, until it has an assignment.
+func TestGateRejoinReportsJoining(t *testing.T) {
+	c := newCluster(t)
+	kf := c.k.FaultHooks(t)
+	topic, dlqTopic := c.k.Topic(t, 2), c.k.Topic(t, 1)
+	cfg := c.config(topic, dlqTopic)
+	var refusing atomic.Bool
+	cfg.Gate = runGate(t, &refusing)
+	a := start(t, cfg, newRecorder().handler(0), nil)
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "joined", func() bool { return a.c.Ready(ctx) == nil })
+	refusing.Store(true)
+	waitFor(t, 10*time.Second, "out of the group", func() bool { return errors.Is(a.c.Ready(ctx), ErrLeft) })
+
+	// Hold the rejoin's JoinGroup until the test has looked.
+	var held atomic.Bool
+	release := make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free)
+	kf.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if held.CompareAndSwap(false, true) {
+			kf.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	refusing.Store(false)
+	waitFor(t, 10*time.Second, "the rejoin's JoinGroup", held.Load)
+	if err := a.c.Ready(ctx); !errors.Is(err, ErrJoining) {
+		t.Errorf("Ready while rejoining = %v, want %v", err, ErrJoining)
+	}
+	free()
+	waitFor(t, 10*time.Second, "joined again", func() bool { return a.c.Ready(ctx) == nil })
 }

@@ -203,12 +203,13 @@ func (g *Generator) leaseRefusal(now time.Time, ms int64) (*window, error) {
 // the generator refuses. A clock behind by no more than NextID waits out, or
 // an exhausted millisecond, is no refusal.
 func (g *Generator) Check() error {
+	last := g.lastMs() // before the clock, as in reserve
 	now := g.clock.Now()
 	ms, err := millis(now)
 	if err != nil {
 		return err
 	}
-	if last := g.lastMs(); ms < last {
+	if ms < last {
 		behind := time.Duration(epochUnixNano + last*int64(time.Millisecond) - now.UnixNano())
 		if behind > maxBackwardWait {
 			return &ClockBackwardError{By: behind}

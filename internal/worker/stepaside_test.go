@@ -101,7 +101,8 @@ func stepAsideScenario(t *testing.T, reason string, refuse func(*testing.T, cont
 		return ids
 	}
 
-	g.waitMembers(t, ctx, 2)
+	g.waitMembers(t, ctx, g.group, g.topic, 2)
+	g.waitMembers(t, ctx, g.group+".grants", g.grants, 2)
 	g.produce(ctx, part(0))
 	g.drain(ctx)
 	if byWorker := g.rowsByWorker(t, eventIDs(0)); byWorker[1] == 0 || byWorker[2] == 0 {
@@ -117,9 +118,14 @@ func stepAsideScenario(t *testing.T, reason string, refuse func(*testing.T, cont
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "stepped aside") || !strings.Contains(body, reason) {
 		t.Errorf("/readyz while aside: %d %s", code, body)
 	}
-	if _, metrics := httpGet(t, "http://"+victim.HTTPAddr.String()+"/metrics"); !strings.Contains(metrics, "billing_idgen_stepped_aside 1") {
-		t.Error("/metrics lacks billing_idgen_stepped_aside 1")
+	_, metrics := httpGet(t, "http://"+victim.HTTPAddr.String()+"/metrics")
+	for _, want := range []string{"billing_idgen_stepped_aside 1", "billing_quota_relay_leader 0"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics while aside lacks %q", want)
+		}
 	}
+	// The grants consumer steps aside too: the other worker holds every grants partition.
+	g.waitMembers(t, ctx, g.group+".grants", g.grants, 1)
 	g.drain(ctx)
 	var last time.Time
 	if err := g.db.DB.Raw("SELECT MAX(created_at) FROM quota_ledger WHERE event_id IN ?", eventIDs(1)).Row().Scan(&last); err != nil {
@@ -133,7 +139,8 @@ func stepAsideScenario(t *testing.T, reason string, refuse func(*testing.T, cont
 		last.Sub(produced).Round(time.Millisecond), after)
 
 	waitUntil(t, time.Minute, "the victim back", func() bool { return victim.aside.Ready(ctx) == nil })
-	g.waitMembers(t, ctx, 2)
+	g.waitMembers(t, ctx, g.group, g.topic, 2)
+	g.waitMembers(t, ctx, g.group+".grants", g.grants, 2)
 	g.produce(ctx, part(2))
 	g.drain(ctx)
 	if byWorker := g.rowsByWorker(t, eventIDs(2)); byWorker[1] == 0 {
@@ -167,18 +174,18 @@ func (g *rig) rowsByWorker(t *testing.T, eventIDs []string) map[int]int {
 	return out
 }
 
-// waitMembers waits until the payments group is stable with n members, each assigned partitions.
-func (g *rig) waitMembers(t *testing.T, ctx context.Context, n int) {
+// waitMembers waits until group is stable with n members, each assigned partitions of topic.
+func (g *rig) waitMembers(t *testing.T, ctx context.Context, group, topic string, n int) {
 	t.Helper()
-	waitUntil(t, time.Minute, fmt.Sprintf("%d members with partitions", n), func() bool {
-		resp, err := g.client().DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{g.group}})
+	waitUntil(t, time.Minute, fmt.Sprintf("%d members of %s with partitions", n, group), func() bool {
+		resp, err := g.client().DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].GroupState != "Stable" {
 			return false
 		}
 		with := 0
 		for _, m := range resp.Groups[0].Members {
 			for _, tp := range m.MemberAssignments.Topics {
-				if tp.Topic == g.topic && len(tp.Partitions) > 0 {
+				if tp.Topic == topic && len(tp.Partitions) > 0 {
 					with++
 				}
 			}
