@@ -21,8 +21,11 @@ func (k Kind) Movement() (int64, bool) {
 	return 0, false
 }
 
-// Period is a statement's period (From, To]: a row belongs to it by its
-// created_at, the time it was recorded.
+// Period is a statement's period (From, To]. A row belongs to it by the time
+// it was recorded (created_at), or by a later one of a row before it in its
+// merchant's ledger order: created_at is taken before the transaction that
+// orders the rows, so it may run backwards along seq by a retry's length,
+// and a period is a contiguous run of seq numbers, the same in every export.
 type Period struct {
 	From, To time.Time
 }
@@ -89,34 +92,40 @@ type Statement struct {
 	Totals     map[Kind]KindTotal // the period's rows by kind
 	Rows       int64              // the period's rows
 
-	balance int64 // after every row so far
-	seq     int64 // of the last row so far
+	period  Period
+	balance int64     // after every row so far
+	seq     int64     // of the last row so far
+	latest  time.Time // the latest created_at so far
 }
 
-// NewStatement starts the statement of merchant.
-func NewStatement(merchant string) *Statement {
-	return &Statement{MerchantID: merchant, Totals: make(map[Kind]KindTotal)}
+// NewStatement starts the statement of merchant for period.
+func NewStatement(merchant string, period Period) *Statement {
+	return &Statement{MerchantID: merchant, Totals: make(map[Kind]KindTotal), period: period}
 }
 
-// Add adds the merchant's next row, which falls at place, or returns a
-// *TieOutError.
-func (s *Statement) Add(r *Row, place Place) error {
+// Add adds the merchant's next row and returns where it falls (see Period),
+// or a *TieOutError. Opening is final once a row falls Within or After.
+func (s *Statement) Add(r *Row) (Place, error) {
 	sign, known := r.Kind.Movement()
 	switch {
 	case r.MerchantID != s.MerchantID:
-		return s.fail(0, fmt.Sprintf("row %d of merchant %s in its statement", r.ID, r.MerchantID))
+		return 0, s.fail(0, fmt.Sprintf("row %d of merchant %s in its statement", r.ID, r.MerchantID))
 	case r.Seq == nil || *r.Seq != s.seq+1:
-		return s.fail(s.seq+1, fmt.Sprintf("row %d (event %s) has seq %s where %d was due", r.ID, r.EventID, seqText(r.Seq), s.seq+1))
+		return 0, s.fail(s.seq+1, fmt.Sprintf("row %d (event %s) has seq %s where %d was due", r.ID, r.EventID, seqText(r.Seq), s.seq+1))
 	case !known:
-		return s.fail(*r.Seq, fmt.Sprintf("event %s has kind %q, which moves the balance in no known way", r.EventID, r.Kind))
+		return 0, s.fail(*r.Seq, fmt.Sprintf("event %s has kind %q, which moves the balance in no known way", r.EventID, r.Kind))
 	}
 	s.seq++
 	moved := sign * r.Amount
 	s.balance += moved
 	if r.BalanceAfter == nil || *r.BalanceAfter != s.balance {
-		return s.fail(s.seq, fmt.Sprintf("event %s (%s %d) records balance_after %s, its predecessors make %d",
+		return 0, s.fail(s.seq, fmt.Sprintf("event %s (%s %d) records balance_after %s, its predecessors make %d",
 			r.EventID, r.Kind, r.Amount, seqText(r.BalanceAfter), s.balance))
 	}
+	if r.CreatedAt.After(s.latest) {
+		s.latest = r.CreatedAt
+	}
+	place := s.period.Place(s.latest)
 	switch place {
 	case Before:
 		s.Opening += moved
@@ -129,7 +138,7 @@ func (s *Statement) Add(r *Row, place Place) error {
 		s.Totals[r.Kind] = t
 		s.Rows++
 	}
-	return nil
+	return place, nil
 }
 
 // Finish checks the statement once every row is in: opening plus the

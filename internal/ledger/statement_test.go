@@ -39,11 +39,12 @@ func TestStatement(t *testing.T) {
 		want   want
 	}{
 		{"ties out", nil, clean},
-		{"a recorded time out of seq order is placed by its time", func(rows []Row, _ *Balance) []Row {
+		{"a row recorded before its predecessor counts with it", func(rows []Row, _ *Balance) []Row {
 			rows[1].CreatedAt, rows[2].CreatedAt = within, before
+			rows[6].CreatedAt = before
 			return rows
-		}, want{opening: 80, closing: 0, rows: 5, totals: map[Kind]KindTotal{
-			KindDebit: {2, 35}, KindRejected: {1, 80}, KindExpire: {1, 50}, KindBilled: {1, 5}}}},
+		}, want{opening: 100, closing: 0, rows: 6, totals: map[Kind]KindTotal{
+			KindDebit: {3, 55}, KindRejected: {1, 80}, KindExpire: {1, 50}, KindBilled: {1, 5}}}},
 		{"a corrupted amount", func(rows []Row, _ *Balance) []Row { rows[2].Amount = 21; return rows },
 			want{err: "at seq 3: event e3 (debit 21) records balance_after 50, its predecessors make 49"}},
 		{"a missing row", func(rows []Row, _ *Balance) []Row { return append(rows[:3], rows[4:]...) },
@@ -61,10 +62,10 @@ func TestStatement(t *testing.T) {
 			if c.change != nil {
 				rows = c.change(rows, &b)
 			}
-			s := NewStatement("m")
+			s := NewStatement("m", period)
 			var err error
 			for i := 0; i < len(rows) && err == nil; i++ {
-				err = s.Add(&rows[i], period.Place(rows[i].CreatedAt))
+				_, err = s.Add(&rows[i])
 			}
 			if err == nil {
 				err = s.Finish(b)
