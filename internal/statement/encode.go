@@ -141,8 +141,8 @@ func (e *jsonl) row(r *ledger.Row) error {
 		b = appendString(b, *r.GrantID)
 	}
 	b = strconv.AppendInt(append(b, `,"overage":`...), r.Overage, 10)
-	b = appendString(append(b, `,"occurred_at":`...), timeText(r.OccurredAt))
-	b = appendString(append(b, `,"created_at":`...), timeText(r.CreatedAt))
+	b = appendTime(append(b, `,"occurred_at":`...), r.OccurredAt)
+	b = appendTime(append(b, `,"created_at":`...), r.CreatedAt)
 	return e.line(b)
 }
 
@@ -181,6 +181,11 @@ func (e *jsonl) trailer(t Trailer) (Trailer, error) {
 }
 
 func (e *jsonl) flush() error { return e.h.Flush() }
+
+// appendTime appends t as a JSON string, as timeText writes it.
+func appendTime(b []byte, t time.Time) []byte {
+	return append(t.UTC().AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
+}
 
 // appendString appends s as a JSON string. The ledger holds valid UTF-8
 // (Row.Check); an invalid byte would still come out as U+FFFD.

@@ -147,11 +147,25 @@ func statementRowsSQL(in string) string {
 		") AND seq IS NOT NULL ORDER BY merchant_id, seq"
 }
 
-// scanRow reads the rowColumns of a row into r.
+// scanRow reads the rowColumns of a row into r. Every destination is one
+// database/sql converts without reflection (an export scans millions).
 func scanRow(rows *sql.Rows, r *ledger.Row) error {
-	err := rows.Scan(&r.ID, &r.EventID, &r.MerchantID, &r.Kind, &r.Amount, &r.BalanceAfter, &r.Reason, &r.PaymentID, &r.Source,
-		&r.OccurredAt, &r.CreatedAt, &r.Overage, &r.GrantID, &r.Seq)
-	r.OccurredAt, r.CreatedAt = r.OccurredAt.UTC(), r.CreatedAt.UTC()
+	var kind string
+	var after, seq sql.NullInt64
+	var grant sql.NullString
+	err := rows.Scan(&r.ID, &r.EventID, &r.MerchantID, &kind, &r.Amount, &after, &r.Reason, &r.PaymentID, &r.Source,
+		&r.OccurredAt, &r.CreatedAt, &r.Overage, &grant, &seq)
+	r.Kind, r.OccurredAt, r.CreatedAt = ledger.Kind(kind), r.OccurredAt.UTC(), r.CreatedAt.UTC()
+	r.BalanceAfter, r.Seq, r.GrantID = nil, nil, nil
+	if after.Valid {
+		r.BalanceAfter = &after.Int64
+	}
+	if seq.Valid {
+		r.Seq = &seq.Int64
+	}
+	if grant.Valid {
+		r.GrantID = &grant.String
+	}
 	return err
 }
 
