@@ -15,6 +15,7 @@ import (
 	"github.com/quotaflow/billing/internal/dial"
 	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/logging"
 	"github.com/quotaflow/billing/internal/statement"
@@ -66,7 +67,7 @@ func parseExportFlags(args []string, stdout, stderr io.Writer, now time.Time) (e
 	fs.DurationVar(&o.Wait, "wait", 0, "wait this long for another export of the same period and merchants (0: exit 6 at once)")
 	fs.DurationVar(&o.LockTTL, "lock-ttl", 0, "TTL of the job lock, renewed every third of it (default LOCK_TTL)")
 	fs.DurationVar(&o.Settle, "settle", statement.DefaultSettle, "a period must have ended this long before the snapshot (rows still committing)")
-	fs.IntVar(&o.Page, "page", 1000, "merchants read per query")
+	fs.IntVar(&o.Page, "page", ledgerdb.DefaultStatementPage, "merchants read per query")
 	fs.StringVar(&o.MetricsFile, "metrics-file", "", "after success, write the export's metrics here (Prometheus text format)")
 	if err := fs.Parse(args); err != nil {
 		return exportOptions{}, err

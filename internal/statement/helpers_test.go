@@ -47,7 +47,7 @@ type env struct {
 	dir   string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{db: testenv.NewMySQL(t), redis: testenv.NewRedis(t), dir: t.TempDir()}
 	var err error
@@ -64,7 +64,7 @@ func newEnv(t *testing.T) *env {
 
 // seed gives each merchant a grant of 100 and n debits of 1..n (with a
 // rejection of 1000 after the first), then records row seq k at base + k hours.
-func (e *env) seed(t *testing.T, merchants []string, n int) {
+func (e *env) seed(t testing.TB, merchants []string, n int) {
 	t.Helper()
 	ctx := context.Background()
 	for _, m := range merchants {
