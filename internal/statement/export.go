@@ -111,8 +111,9 @@ type Locker interface {
 // Export writes one export. Its errors: ErrBusy; ErrPeriodOpen;
 // ledger.ErrTieOut (a *ledger.TieOutError names the merchant);
 // ledger.ErrUnknownMerchant (a listed merchant); lock.ErrLost when the job
-// lock was lost meanwhile; others are failures. On any error no file is
-// left (Stdout then ends without a trailer).
+// lock was lost meanwhile (looked at once more before the rename: a file
+// appears only while the lock is held); others are failures. On any error
+// no file is left (Stdout then ends without a trailer).
 func Export(ctx context.Context, db *sql.DB, locks Locker, keys keyspace.Keyspace, o Options) (Summary, error) {
 	start := time.Now()
 	o.setDefaults()
