@@ -10,7 +10,9 @@ import (
 	"github.com/quotaflow/billing/internal/statement"
 )
 
-const shortTTL = 200 * time.Millisecond
+// shortTTL is short enough to outlive several times in a test, long enough that
+// a loaded machine never delays a renewal past it.
+const shortTTL = 500 * time.Millisecond
 
 type result struct {
 	sum statement.Summary
