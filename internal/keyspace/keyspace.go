@@ -37,6 +37,12 @@ func (k Keyspace) Lock(tag string) string {
 	return k.prefix + "lock:quota:{" + tag + "}"
 }
 
+// ExportLock is the job lock of a statement export (job: its period and
+// merchant set, see statement.JobID).
+func (k Keyspace) ExportLock(job string) string {
+	return k.prefix + "lock:export:" + job
+}
+
 // WorkerLease is the Snowflake worker-ID lease.
 func (k Keyspace) WorkerLease(workerID int) string {
 	return fmt.Sprintf("%sidgen:worker:%d", k.prefix, workerID)
