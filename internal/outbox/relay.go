@@ -114,8 +114,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.cfg.Wakes.Redis != nil {
 		defer start(ctx, r.announce)()
 	}
-	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
-		backoff.WithMaxElapsedTime(0))
+	bo := retryBackOff()
 	for ctx.Err() == nil {
 		err := r.lead(ctx)
 		if ctx.Err() != nil {
@@ -179,8 +178,7 @@ func (r *Relay) lead(ctx context.Context) error {
 func (r *Relay) relay(ctx context.Context, c *sql.Conn) error {
 	var pruned time.Time
 	seen := true // rows since the last housekeeping; the first one runs at once
-	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
-		backoff.WithMaxElapsedTime(0))
+	bo := retryBackOff()
 	for {
 		if since := r.now().Sub(pruned); seen && since >= r.cfg.PruneEvery || since >= idleHousekeep {
 			if err := r.housekeep(ctx, c); err != nil {
@@ -269,6 +267,12 @@ func wait(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	case <-t.C:
 	}
 	return true
+}
+
+// retryBackOff is the wait between the relay's retries: from 100 ms up to 5 s, for ever.
+func retryBackOff() *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
+		backoff.WithMaxElapsedTime(0))
 }
 
 // ignoreEnd turns an error caused by ctx ending into nil.

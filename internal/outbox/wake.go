@@ -56,8 +56,7 @@ func (r *Relay) announce(ctx context.Context) {
 // listen wakes r on each message of the channel until ctx ends, subscribing
 // again with backoff after a failure.
 func (r *Relay) listen(ctx context.Context) {
-	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
-		backoff.WithMaxElapsedTime(0))
+	bo := retryBackOff()
 	_ = backoff.RetryNotify(func() error { return r.subscribe(ctx, bo) }, backoff.WithContext(bo, ctx), func(err error, wait time.Duration) {
 		r.m.errors.WithLabelValues("wake").Inc()
 		r.log.Warn("balance-event relay: wake channel lost, subscribing again; the poll still runs", zap.Duration("wait", wait), zap.Error(err))

@@ -104,8 +104,8 @@ func TestWakeCrossesProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.waitDrained()
-	if n := other.pubs.Load(); n != 3 {
-		t.Errorf("the other process published %d wakes, want 3 (one per commit)", n)
+	if n := other.pubs.Load(); n < 1 || n > 3 {
+		t.Errorf("the other process published %d wakes, want 1 to 3 (at most one per commit)", n)
 	}
 	if n := leader.pubs.Load(); n != 0 {
 		t.Errorf("the leading process published %d wakes, want 0", n)
