@@ -48,6 +48,13 @@ func (k Keyspace) WorkerLease(workerID int) string {
 	return fmt.Sprintf("%sidgen:worker:%d", k.prefix, workerID)
 }
 
+// OutboxWake is the pub/sub channel on which a database's workers wake its
+// active balance-event relay (see package outbox): one per database under
+// the prefix, so deployments sharing a Redis do not wake each other.
+func (k Keyspace) OutboxWake(database string) string {
+	return k.prefix + "quota_outbox:wake:" + database
+}
+
 // QuotaPattern matches every merchant quota hash (for SCAN).
 func (k Keyspace) QuotaPattern() string { return k.prefix + "quota:{*}" }
 
