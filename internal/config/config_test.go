@@ -167,6 +167,19 @@ func TestRedactDSN(t *testing.T) {
 	}
 }
 
+// The relay's wake channel is named by the DSN's database.
+func TestMySQLDatabase(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"billing:s3cret@tcp(db:3306)/billing_eu?parseTime=true": "billing_eu",
+		"root@tcp(127.0.0.1:3306)/":                             "",
+		"not a dsn":                                             "",
+	} {
+		if got := (MySQL{DSN: dsn}).Database(); got != want {
+			t.Errorf("Database(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
+
 // Every variable Load reads is documented, and nothing documented is unread.
 func TestVariablesDocumented(t *testing.T) {
 	p := &parser{getenv: env(nil)}
