@@ -25,12 +25,18 @@ func NewScheduler(store *Store, issue Issue) *Scheduler {
 	return &Scheduler{store: store, issue: issue}
 }
 
-// schedulerBatch bounds the plans one RunOnce reads.
-const schedulerBatch = 100
+// schedulerBatch bounds the plans one read of the due ones takes, and
+// schedulerPages the reads of one RunOnce: a pass issues up to 2,000 grants
+// (the renewals of a whole fleet anchored at one instant go at once), then
+// yields to the expiries.
+const (
+	schedulerBatch = 100
+	schedulerPages = 20
+)
 
 // RunOnce issues the grant of the current period (by MySQL's clock) of every
-// plan due, then moves the plan to the next period; it returns how many it
-// issued. A grant issued late (the scheduler was down at the period start)
+// plan due (up to schedulerPages reads of them), then moves the plan to the
+// next period; it returns how many it issued. A grant issued late (the scheduler was down at the period start)
 // still starts and expires with its period; periods missed entirely are
 // skipped. Concurrent schedulers issue each grant once (its id).
 //
@@ -40,11 +46,24 @@ const schedulerBatch = 100
 // already has its grant on other terms (the plan changed mid-period), which
 // it keeps, and the plan moves on.
 func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
+	total := 0
+	for range schedulerPages {
+		n, full, err := s.page(ctx)
+		total += n
+		if err != nil || !full {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// page issues the grants of one read of due plans; full says that the read
+// took schedulerBatch plans and every one moved on, so more may be due.
+func (s *Scheduler) page(ctx context.Context) (n int, full bool, err error) {
 	plans, now, err := s.store.Due(ctx, schedulerBatch)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	n := 0
 	var failed []error
 	for _, p := range plans {
 		start, end, ok := p.Period(now)
@@ -55,7 +74,7 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 		case err == nil:
 			n++
 		case !failure.IsPermanent(err):
-			return n, errors.Join(append(failed, describe(p, start, err))...)
+			return n, false, errors.Join(append(failed, describe(p, start, err))...)
 		case failure.ClassOf(err) == failure.ClassConflict:
 			failed = append(failed, describe(p, start, err)) // kept; the plan moves on
 		default:
@@ -63,10 +82,10 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 			continue
 		}
 		if err := s.store.Advance(ctx, p.MerchantID, p.NextStart, end); err != nil {
-			return n, errors.Join(append(failed, err)...)
+			return n, false, errors.Join(append(failed, err)...)
 		}
 	}
-	return n, errors.Join(failed...)
+	return n, len(plans) == schedulerBatch && n == len(plans), errors.Join(failed...)
 }
 
 func describe(p Plan, start time.Time, err error) error {

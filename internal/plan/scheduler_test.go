@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,5 +120,31 @@ func TestSchedulerGoesOnPastAFailingPlan(t *testing.T) {
 	}
 	if n, _ := s.RunOnce(ctx); n != 0 || len(issued) != 1 || issued[GrantID("m-good", anchor)] != 30 {
 		t.Fatalf("after the change: %d issued, grants %v", n, issued)
+	}
+}
+
+// One pass issues every plan due, not one page of them: 250 monthly plans
+// renewing at the same instant all get their grant at once, instead of 100
+// per pass with a pass a second (the last of 10,000 would be 100 s late).
+func TestSchedulerIssuesMoreThanAPage(t *testing.T) {
+	db := testenv.NewMySQL(t)
+	store := NewStore(db.SQL)
+	ctx := context.Background()
+	const plans = 2*schedulerBatch + 50
+	anchor := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+	for i := range plans {
+		m := "m-" + strconv.Itoa(i)
+		known(t, db, m)
+		if err := store.Set(ctx, Plan{MerchantID: m, Amount: 10, Every: Every{Months: 1}, Priority: 5, Anchor: anchor}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issued := 0
+	issue := func(context.Context, event.GrantCommand) error { issued++; return nil }
+	if n, err := NewScheduler(store, issue).RunOnce(ctx); err != nil || n != plans || issued != plans {
+		t.Fatalf("one pass issued %d (%d calls), %v; want all %d", n, issued, err, plans)
+	}
+	if d, ok, err := store.UntilNextPeriod(ctx); err != nil || !ok || d <= 0 {
+		t.Fatalf("next period in %v (%v, %v): a plan still due after the pass", d, ok, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -109,9 +110,17 @@ func InList(values []string) (string, []any) {
 
 // Until reads a query's one value, a microsecond count such as
 // TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(due)), as how long until
-// then by MySQL's clock; false when it is NULL (nothing is due).
+// then by MySQL's clock; false when it is NULL (nothing is due). A time
+// further than a Duration reaches (292 years: "9999-12-31" for never) is
+// the longest Duration, not a product wrapped around to a negative (due).
 func Until(ctx context.Context, q Querier, query string) (time.Duration, bool, error) {
 	var us sql.NullInt64
 	_, err := Each(ctx, q, query, nil, func(rows *sql.Rows) error { return rows.Scan(&us) })
-	return time.Duration(us.Int64) * time.Microsecond, us.Valid, err
+	return microseconds(us.Int64), us.Valid, err
+}
+
+// microseconds is n µs as a Duration, saturated at its bounds.
+func microseconds(n int64) time.Duration {
+	const most = int64(math.MaxInt64 / time.Microsecond)
+	return time.Duration(min(max(n, -most), most)) * time.Microsecond
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -65,4 +67,21 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// Microsecond counts past a Duration's reach saturate instead of wrapping.
+func TestMicroseconds(t *testing.T) {
+	for _, tc := range []struct {
+		us   int64
+		want time.Duration
+	}{
+		{1500, 1500 * time.Microsecond},
+		{-1500, -1500 * time.Microsecond},
+		{253402214400000000, math.MaxInt64 / time.Microsecond * time.Microsecond}, // year 9999 from 1970
+		{-253402214400000000, -(math.MaxInt64 / time.Microsecond * time.Microsecond)},
+	} {
+		if got := microseconds(tc.us); got != tc.want {
+			t.Errorf("microseconds(%d) = %v, want %v", tc.us, got, tc.want)
+		}
+	}
 }

@@ -189,3 +189,20 @@ func eastStore(t *testing.T) *Store {
 	}
 	return s
 }
+
+// An expiry further away than a time.Duration reaches (292 years: an
+// operator's "9999-12-31" for never) is far away, not a wrapped-around
+// negative that would make it look due and wake the periods loop every
+// second.
+func TestUntilNextExpiryFarAway(t *testing.T) {
+	s := eastStore(t)
+	ctx := context.Background()
+	never := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	if _, err := s.Grant(ctx, []ledger.Credit{{ID: "g-9999", MerchantID: "m", Amount: 100, ExpiresAt: &never}}); err != nil {
+		t.Fatal(err)
+	}
+	d, ok, err := s.UntilNextExpiry(ctx)
+	if err != nil || !ok || d < 200*365*24*time.Hour {
+		t.Fatalf("next expiry in %v (%v, %v), want centuries", d, ok, err)
+	}
+}
