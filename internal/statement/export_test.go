@@ -127,6 +127,24 @@ func TestExportBalanceDisagrees(t *testing.T) {
 	}
 }
 
+// A balance row whose credited and debited are both off by the same amount
+// has the right balance, and still does not tie out.
+func TestExportBalanceSidesDisagree(t *testing.T) {
+	e := newEnv(t)
+	e.seed(t, []string{"m-1", "m-2"}, 4)
+	if _, err := e.db.SQL.Exec("UPDATE merchant_balance SET credited = credited + 7, debited = debited + 7 WHERE merchant_id = 'm-2'"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(0, 2)})
+	var te *ledger.TieOutError
+	if !errors.As(err, &te) || te.MerchantID != "m-2" || !strings.Contains(err.Error(), "credited 107 - debited 17") {
+		t.Fatalf("err = %v, want the tie-out error of m-2 against merchant_balance", err)
+	}
+	if f := files(t, e.dir); len(f) != 0 {
+		t.Fatalf("left behind: %v", f)
+	}
+}
+
 // A period that has not ended (less the settle time) is refused; so is a
 // merchant unknown to billing.
 func TestExportRefuses(t *testing.T) {
