@@ -159,12 +159,17 @@ func Export(ctx context.Context, db *sql.DB, locks Locker, keys keyspace.Keyspac
 // JobID names the job of a period and merchant set: the same for the same
 // period and set, whatever the order or repetition of the merchants.
 func JobID(p ledger.Period, merchants []string) string {
-	set := "all"
-	if len(merchants) > 0 {
-		h := sha256.Sum256([]byte(strings.Join(slices.Compact(slices.Sorted(slices.Values(merchants))), "\n")))
-		set = hex.EncodeToString(h[:8])
+	return timeText(p.From) + "/" + timeText(p.To) + "/" + setID(merchants)
+}
+
+// setID names a merchant set: "all" for none listed, else a hash of the
+// distinct merchants in order.
+func setID(merchants []string) string {
+	if len(merchants) == 0 {
+		return "all"
 	}
-	return timeText(p.From) + "/" + timeText(p.To) + "/" + set
+	h := sha256.Sum256([]byte(strings.Join(slices.Compact(slices.Sorted(slices.Values(merchants))), "\n")))
+	return hex.EncodeToString(h[:8])
 }
 
 // obtain takes the job lock, waiting up to o.Wait. The lock's Context lives
@@ -193,10 +198,16 @@ func obtain(ctx context.Context, locks Locker, key string, o Options) (*lock.Loc
 	return held, stop, nil
 }
 
-// FileName is the name of an export's file in a directory.
-func FileName(p ledger.Period, format string) string {
+// FileName is the name of an export's file in a directory: one per period
+// and merchant set, as the job lock, so that an export of some merchants
+// never replaces the file of all of them (which another lock covers).
+func FileName(p ledger.Period, merchants []string, format string) string {
 	const compact = "20060102T150405Z"
-	return "statements-" + p.From.UTC().Format(compact) + "-" + p.To.UTC().Format(compact) + "." + format
+	name := "statements-" + p.From.UTC().Format(compact) + "-" + p.To.UTC().Format(compact)
+	if len(merchants) > 0 {
+		name += "-" + setID(merchants)
+	}
+	return name + "." + format
 }
 
 // output is where an export goes: a temporary file renamed at the end, or
@@ -213,7 +224,7 @@ func create(o Options) (*output, error) {
 	}
 	path := o.Out
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		path = filepath.Join(path, FileName(o.Period, o.Format))
+		path = filepath.Join(path, FileName(o.Period, o.Merchants, o.Format))
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {

@@ -63,6 +63,32 @@ func TestExportJSONL(t *testing.T) {
 	}
 }
 
+// An export of some merchants into the directory of the full export's file
+// writes a file of its own: it holds another job lock, and must not replace
+// the statements of every merchant.
+func TestExportSubsetBesideAll(t *testing.T) {
+	e := newEnv(t)
+	e.seed(t, []string{"m-1", "m-2"}, 4)
+	all, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(2, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	some, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(2, 4), Merchants: []string{"m-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Path == some.Path || len(files(t, e.dir)) != 2 {
+		t.Fatalf("the export of m-2 wrote %s beside %s; the directory holds %v", some.Path, all.Path, files(t, e.dir))
+	}
+	if tr := records(t, all.Path); tr[len(tr)-1]["merchants"] != float64(2) {
+		t.Fatalf("the full export's file now holds %v", tr[len(tr)-1])
+	}
+	again, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(2, 4), Merchants: []string{"m-2", "m-2"}})
+	if err != nil || again.Path != some.Path {
+		t.Fatalf("the same set again wrote %s (%v), want %s", again.Path, err, some.Path)
+	}
+}
+
 // The CSV export holds the same records, one header for all.
 func TestExportCSV(t *testing.T) {
 	e := newEnv(t)
