@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -158,6 +159,11 @@ func TestExportCSVInert(t *testing.T) {
 	}
 	if want := []string{"'" + formula, "'-2+3", "'@SUM(A1)", "'+1"}; !slices.Equal(pays, want) {
 		t.Fatalf("payment ids %q, want %q", pays, want)
+	}
+	// The check operations.md gives a reader of the file.
+	out, err := exec.Command("sh", "-c", `head -n -1 "$1" | sha256sum && sed '$d' "$1" | sha256sum`, "sh", sum.Path).Output()
+	if want := sum.Trailer.SHA256 + "  -\n"; err != nil || string(out) != want+want {
+		t.Fatalf("sha256sum of the lines before the trailer: %q (%v), the trailer says %s", out, err, sum.Trailer.SHA256)
 	}
 }
 
