@@ -111,9 +111,10 @@ type Locker interface {
 // Export writes one export. Its errors: ErrBusy; ErrPeriodOpen;
 // ledger.ErrTieOut (a *ledger.TieOutError names the merchant);
 // ledger.ErrUnknownMerchant (a listed merchant); lock.ErrLost when the job
-// lock was lost meanwhile (looked at once more before the rename: a file
-// appears only while the lock is held); others are failures. On any error
-// no file is left (Stdout then ends without a trailer).
+// lock was lost meanwhile (looked at once more after the sync, just before
+// the rename); others are failures. On any error no file is left (Stdout
+// then ends without a trailer). The lock is known held only as of its last
+// renewal: a process paused past the TTL can still rename.
 func Export(ctx context.Context, db *sql.DB, locks Locker, keys keyspace.Keyspace, o Options) (Summary, error) {
 	start := time.Now()
 	o.setDefaults()
@@ -138,10 +139,7 @@ func Export(ctx context.Context, db *sql.DB, locks Locker, keys keyspace.Keyspac
 	}
 	sum, err := write(held.Context(), db, out, o)
 	if err == nil {
-		err = context.Cause(held.Context()) // lost between the last row and here
-	}
-	if err == nil {
-		err = out.commit()
+		err = out.commit(held.Context())
 	}
 	if err != nil {
 		out.abort()
@@ -233,16 +231,21 @@ func create(o Options) (*output, error) {
 	return &output{w: f, f: f, path: path}, nil
 }
 
-// commit makes the file durable and gives it its name.
-func (o *output) commit() error {
+// commit makes the file durable and gives it its name, unless ctx (the job
+// lock's) ended meanwhile: it is looked at after the sync, which may take a
+// while for a large file, and just before the rename.
+func (o *output) commit(ctx context.Context) error {
 	if o.f == nil {
-		return nil
+		return context.Cause(ctx)
 	}
 	err := o.f.Sync()
 	if cerr := o.f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
+		if err = context.Cause(ctx); err != nil {
+			return err
+		}
 		err = os.Rename(o.f.Name(), o.path)
 	}
 	if err == nil {
