@@ -217,6 +217,32 @@ func TestExportBalanceSidesDisagree(t *testing.T) {
 	}
 }
 
+// Ledger rows of a merchant whose balance row is gone stop the export,
+// wherever the merchant sorts: between two pages, after the last, or inside
+// a page.
+func TestExportOrphanRows(t *testing.T) {
+	for _, c := range []struct {
+		gone string
+		page int
+	}{{"m-2", 1}, {"m-3", 1}, {"m-2", 10}, {"m-1", 1}} {
+		t.Run(fmt.Sprintf("%s page %d", c.gone, c.page), func(t *testing.T) {
+			e := newEnv(t)
+			e.seed(t, []string{"m-1", "m-2", "m-3"}, 2)
+			if _, err := e.db.SQL.Exec("DELETE FROM merchant_balance WHERE merchant_id = ?", c.gone); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(0, 2), Page: c.page})
+			var te *ledger.TieOutError
+			if !errors.As(err, &te) || te.MerchantID != c.gone || !strings.Contains(err.Error(), "no merchant_balance row") {
+				t.Fatalf("err = %v, want the tie-out error of %s without a balance row", err, c.gone)
+			}
+			if f := files(t, e.dir); len(f) != 0 {
+				t.Fatalf("left behind: %v", f)
+			}
+		})
+	}
+}
+
 // A period that has not ended (less the settle time) is refused; so is a
 // merchant unknown to billing.
 func TestExportRefuses(t *testing.T) {
