@@ -44,9 +44,13 @@ var (
 const (
 	DefaultLockTTL = 30 * time.Second
 	// DefaultSettle exceeds how long a row can take from its created_at to
-	// its commit: a transaction attempt lasts at most ledgerdb.MaxTxAge,
-	// and a batch is retried for a few attempts.
-	DefaultSettle = time.Minute
+	// its commit: a transaction attempt lasts at most ledgerdb.MaxTxAge, a
+	// deadlock or lock wait is retried up to sqltx.Attempts times, and
+	// ledgerdb's Commit repeats that up to sqltx.Attempts times when the
+	// balance guard refused a batch whose balances cover it (250 s in all);
+	// the rest allows for the writers' clocks (created_at) against MySQL's
+	// (the snapshot's time).
+	DefaultSettle = 5 * time.Minute
 )
 
 // Options describe one export.

@@ -8,8 +8,19 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
+
+// The default settle time outlasts the longest a row's commit can follow
+// its created_at: Commit's guard rounds, each of deadlock retries, each
+// attempt bounded by MaxTxAge.
+func TestDefaultSettleOutlastsCommit(t *testing.T) {
+	if longest := sqltx.Attempts * sqltx.Attempts * ledgerdb.MaxTxAge; DefaultSettle <= longest {
+		t.Fatalf("DefaultSettle %v, a commit can land %v after its rows' created_at", DefaultSettle, longest)
+	}
+}
 
 // A job lock lost after the last row, while the file syncs, leaves no file:
 // commit looks at the lock's context just before the rename.
