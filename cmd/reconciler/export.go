@@ -40,7 +40,7 @@ and the SHA-256 of every byte before it. T1 and T2 are RFC 3339 times or dates
 (midnight UTC). One consistent snapshot; a job lock in Redis per period and
 merchant set, renewed for as long as the export runs. A file is written beside
 its name and renamed into place when complete; a directory gets
-statements-<from>-<to>.<format>.
+statements-<from>-<to>.<format> (with --merchant: -<set> before the format).
 
 Exit code: 0 written, 1 a statement does not tie out (the merchant is named;
 nothing is left), 2 bad command line or environment, an unknown merchant or a

@@ -56,7 +56,9 @@ func TestStatement(t *testing.T) {
 		{"an unknown kind", func(rows []Row, _ *Balance) []Row { rows[3].Kind = "bonus"; return rows },
 			want{err: `at seq 4: event e4 has kind "bonus"`}},
 		{"a balance row that moved without a ledger row", func(rows []Row, b *Balance) []Row { b.Debited++; return rows },
-			want{err: "the rows make a balance of 40 now, merchant_balance has 39"}},
+			want{err: "the rows make a balance of 40 now (credited 145 - debited 105), merchant_balance has 39"}},
+		{"a balance row whose credited and debited are both off", func(rows []Row, b *Balance) []Row { b.Credited++; b.Debited++; return rows },
+			want{err: "the rows make a balance of 40 now (credited 145 - debited 105), merchant_balance has 40 (credited 146 - debited 106)"}},
 		{"a balance row counting a row more", func(rows []Row, b *Balance) []Row { b.Seq++; return rows },
 			want{err: "8 rows, merchant_balance.seq is 9"}},
 	}

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -252,8 +253,26 @@ type csvEncoder struct {
 func (e *csvEncoder) write(set func(rec *[nColumns]string)) error {
 	e.rec = [nColumns]string{}
 	set(&e.rec)
+	for _, c := range csvText {
+		e.rec[c] = inert(e.rec[c])
+	}
 	e.h.lines++
 	return e.w.Write(e.rec[:])
+}
+
+// csvText are the columns of text from the ledger (payment_id is any
+// printable text an upstream sent); the others are numbers and times.
+var csvText = [...]int{cMerchant, cEvent, cReason, cPayment, cSource, cGrant}
+
+// inert keeps a spreadsheet from reading a text cell as a formula (CSV
+// injection): a cell that begins with = + - @, a tab or a carriage return
+// gets a leading ', as OWASP advises. encoding/csv quotes the rest (commas,
+// quotes, line breaks); a reader of the CSV drops that ' itself.
+func inert(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 func (e *csvEncoder) start(p ledger.Period, asOf time.Time) error {

