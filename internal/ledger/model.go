@@ -18,7 +18,7 @@ const (
 	KindDebit    Kind = "debit"    // quota used by a payment; adds to debited
 	KindRejected Kind = "rejected" // a payment that used nothing (insufficient, unknown merchant)
 	KindExpire   Kind = "expire"   // the remainder of an expired or revoked grant; adds to debited
-	KindBilled   Kind = "billed"   // billed overage taken off the balance by a grant: back to zero; adds to credited
+	KindBilled   Kind = "billed"   // billed overage taken off the balance by a grant or refund: back to zero; adds to credited
 )
 
 // Reasons written on ledger rows.
@@ -77,8 +77,8 @@ func (r Row) Check() error {
 		return fmt.Errorf("event_id must be 1..%d characters", maxIDChars)
 	case r.MerchantID == "" || utf8.RuneCountInString(r.MerchantID) > maxIDChars:
 		return fmt.Errorf("merchant_id must be 1..%d characters", maxIDChars)
-	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected && r.Kind != KindExpire && r.Kind != KindBilled:
-		return fmt.Errorf("kind %q is not credit, debit, rejected, expire or billed", r.Kind)
+	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected && r.Kind != KindExpire && r.Kind != KindBilled && r.Kind != KindRefund:
+		return fmt.Errorf("kind %q is not credit, debit, rejected, expire, billed or refund", r.Kind)
 	case r.Amount <= 0:
 		return fmt.Errorf("amount %d must be positive", r.Amount)
 	case utf8.RuneCountInString(r.Reason) > maxReasonChars:
