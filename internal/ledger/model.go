@@ -65,6 +65,10 @@ type Row struct {
 	Seq        *int64    `gorm:"column:seq"`
 	OccurredAt time.Time `gorm:"column:occurred_at"`
 	CreatedAt  time.Time `gorm:"column:created_at"`
+	// Refunded is what refunds that waited for this payment gave back in
+	// the transaction that recorded it (set by Commit; no column): its
+	// merchant's caches under-report by that much.
+	Refunded int64 `gorm:"-"`
 }
 
 // TableName is the GORM table of Row.

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -204,4 +205,125 @@ func grantsOf(parts []Part) []string {
 		}
 	}
 	return out
+}
+
+// Refund is one refund to record: ID is the refund id, EventID the
+// payment's; Reason is ReasonRefund, ReasonChargeback or ReasonCorrection.
+type Refund struct {
+	ID, EventID, MerchantID, Reason string
+	Amount                          int64
+	OccurredAt                      time.Time
+}
+
+// RefundState is the state of a quota_refunds row.
+type RefundState string
+
+// The states of a refund.
+const (
+	RefundPending   RefundState = "pending"   // its payment is not recorded yet: it waits
+	RefundApplied   RefundState = "applied"   // applied to its payment (see Refunded)
+	RefundVoid      RefundState = "void"      // its payment was rejected: nothing to give back
+	RefundCancelled RefundState = "cancelled" // cancelled by an operator while pending
+)
+
+// RefundRecord is one quota_refunds row: a refund as recorded and what it did.
+type RefundRecord struct {
+	Refund
+	State                                    RefundState
+	Taken, Returned, Expired, Billed, Beyond int64
+	Note                                     string
+	CreatedAt                                time.Time
+	SettledAt                                *time.Time
+}
+
+// RefundOutcome is what became of one Refund.
+type RefundOutcome struct {
+	Record    RefundRecord // as recorded, by this call or an earlier one
+	Duplicate bool         // the id was recorded before (or earlier in the batch) with the same terms
+	// Err wraps ErrConflict (the id is recorded with other terms, the payment
+	// is of another merchant or no payment, or part of the amount is beyond
+	// what the debit left: Record says what was applied), or is a
+	// *RefusedError: nothing was written for it.
+	Err error
+}
+
+// CheckRefund reports a refund the write path refuses, before anything is written.
+func CheckRefund(r Refund) error {
+	row := Row{EventID: RefundRowID(r.ID), MerchantID: r.MerchantID, Kind: KindRefund, Amount: r.Amount, Reason: r.Reason, OccurredAt: r.OccurredAt}
+	if err := row.Check(); err != nil {
+		return err
+	}
+	switch {
+	case r.ID == "" || len(r.ID) > maxIDChars:
+		return fmt.Errorf("refund_id must be 1..%d characters", maxIDChars)
+	case r.EventID == "" || len(r.EventID) > maxIDChars:
+		return fmt.Errorf("event_id must be 1..%d characters", maxIDChars)
+	case r.Reason != ReasonRefund && r.Reason != ReasonChargeback && r.Reason != ReasonCorrection:
+		return fmt.Errorf("reason %q is not refund, chargeback or correction", r.Reason)
+	}
+	return nil
+}
+
+// sameTerms says whether two records of one refund id are one refund.
+func sameTerms(a, b Refund) bool {
+	return a.EventID == b.EventID && a.MerchantID == b.MerchantID && a.Amount == b.Amount && a.Reason == b.Reason
+}
+
+// DecideRefunds sorts wanted refunds against those recorded before
+// (existing, by refund id) and earlier in the batch: refused, a conflict, a
+// duplicate, or fresh (the indexes of want to record, in order).
+func DecideRefunds(want []Refund, existing map[string]RefundRecord) (out []RefundOutcome, fresh []int) {
+	out = make([]RefundOutcome, len(want))
+	first := make(map[string]Refund)
+	for i, w := range want {
+		out[i].Record = RefundRecord{Refund: w}
+		if err := CheckRefund(w); err != nil {
+			out[i].Err = &RefusedError{EventID: w.ID, Err: err}
+			continue
+		}
+		prev, ok := existing[w.ID]
+		if !ok {
+			if f, seen := first[w.ID]; seen {
+				prev, ok = RefundRecord{Refund: f}, true
+			}
+		}
+		switch {
+		case !ok:
+			first[w.ID] = w
+			fresh = append(fresh, i)
+		case !sameTerms(prev.Refund, w):
+			out[i].Record = prev
+			out[i].Err = fmt.Errorf("%w: refund %s is recorded as %s of %d of payment %s for merchant %s (%s), not %s of %d of %s for %s",
+				ErrConflict, w.ID, prev.Reason, prev.Amount, prev.EventID, prev.MerchantID, prev.State, w.Reason, w.Amount, w.EventID, w.MerchantID)
+		default:
+			out[i].Record = prev
+			out[i].Duplicate = true
+		}
+	}
+	return out, fresh
+}
+
+// JudgePayment is what a refund of a recorded ledger row does: a debit of
+// its merchant is refunded (ok); a rejected payment voids it (void, with the
+// note to record); any other row, or a payment of another merchant, is a
+// conflict (err).
+func JudgePayment(r Refund, payment Row) (ok, void bool, note string, err error) {
+	switch {
+	case payment.MerchantID != r.MerchantID:
+		return false, false, "", fmt.Errorf("%w: refund %s names payment %s of merchant %s, which is recorded for merchant %s",
+			ErrConflict, r.ID, r.EventID, r.MerchantID, payment.MerchantID)
+	case payment.Kind == KindRejected:
+		return false, true, "payment rejected (" + payment.Reason + ")", nil
+	case payment.Kind != KindDebit:
+		return false, false, "", fmt.Errorf("%w: refund %s names event %s, which is recorded as %s, not a payment",
+			ErrConflict, r.ID, r.EventID, payment.Kind)
+	}
+	return true, false, "", nil
+}
+
+// BeyondError is the conflict of a refund whose amount is more than what its
+// payment's debit left: the part beyond is not credited.
+func BeyondError(r Refund, d Refunded, debit int64) error {
+	return fmt.Errorf("%w: refund %s of %d exceeds what payment %s (debit %d) has left by %d: %d applied, %d not",
+		ErrConflict, r.ID, r.Amount, r.EventID, debit, d.Beyond, d.Taken, d.Beyond)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,7 +20,9 @@ import (
 // Commit records one batch (debits and rejections; Grant writes credits) in
 // one transaction: one UPDATE moves each merchant's balance by its debits,
 // behind the overdraft guard, and takes the seq numbers of its rows (see
-// balanceMove); then every row is inserted. A rejected row is written only
+// balanceMove); then every row is inserted, and the refunds that waited for
+// these payments are settled (Refund; a row's Refunded says what came back).
+// A rejected row is written only
 // when MySQL, in the same transaction, agrees: the balance at that row cannot
 // cover it, or there is no balance row (unknown_merchant); otherwise the cache
 // under-reported (*GuardError, Covered).
@@ -63,6 +66,9 @@ func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 			if err := s.assignIDs(rows, fresh); err != nil {
 				return err
 			}
+			for i := range rows {
+				rows[i].Refunded = 0
+			}
 			moved, err := s.exec(ctx, tx, update, args)
 			if err != nil {
 				return fmt.Errorf("ledger: move %d balances: %w", len(merchants), err)
@@ -84,7 +90,11 @@ func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 			if err := s.insert(ctx, tx, rows); err != nil {
 				return err
 			}
-			evs := s.batchEvents(rows, bals)
+			refunds, bals, err := s.settlePending(ctx, tx, rows, bals)
+			if err != nil {
+				return err
+			}
+			evs := s.batchEvents(append(slices.Clip(rows), refunds...), bals)
 			wrote = len(evs) > 0
 			return s.writeOutbox(ctx, tx, evs)
 		})

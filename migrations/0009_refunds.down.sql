@@ -1,0 +1,4 @@
+-- Refund rows become credits: the balance row keeps them in credited.
+UPDATE quota_ledger SET kind = 'credit' WHERE kind = 'refund';
+ALTER TABLE quota_ledger MODIFY COLUMN kind ENUM('credit','debit','rejected','expire','billed') NOT NULL;
+DROP TABLE quota_refunds;
