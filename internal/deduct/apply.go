@@ -284,6 +284,14 @@ func (d *Deductor) attempt(ctx context.Context, p *pass, open []int, results []R
 	if err != nil {
 		return nil, err
 	}
+	// Refunds that waited for these payments gave quota back in their
+	// transaction: as after a grant, the caches are dropped (a crash before
+	// leaves them under-reporting, which the guard and the reconciler repair).
+	if m := refundedMerchants(rows); len(m) > 0 {
+		if err := d.drop(ctx, p.held, m...); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.step(stepConfirmed); err != nil {
 		return nil, err
 	}
@@ -323,6 +331,18 @@ func (d *Deductor) misrouted(ctx context.Context, p *pass, open []int, existing 
 		}
 	}
 	return out, nil
+}
+
+// refundedMerchants lists the merchants of rows that refunds gave quota back
+// to in their transaction (ledger.Row.Refunded).
+func refundedMerchants(rows []ledger.Row) []string {
+	var out []string
+	for _, r := range rows {
+		if r.Refunded > 0 && !slices.Contains(out, r.MerchantID) {
+			out = append(out, r.MerchantID)
+		}
+	}
+	return out
 }
 
 func value(p *int64) int64 {

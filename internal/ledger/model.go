@@ -122,6 +122,9 @@ type Balance struct {
 	// LowBase is what a percentage threshold is of: the available balance
 	// right after the merchant's last credit or expiry.
 	LowBase int64 `gorm:"column:low_base"`
+	// RefundsWaiting counts the merchant's refunds that wait for their
+	// payment (at least: a payment's transaction reads them only then).
+	RefundsWaiting int64 `gorm:"column:refunds_waiting"`
 }
 
 // TableName is the GORM table of Balance.

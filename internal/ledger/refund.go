@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -194,7 +195,7 @@ func BookRefund(bk *Book, r Refunded, row Row, now time.Time) []Row {
 
 // RefundGrantsRowID is the event id of the second refund row of a refund
 // whose grant units came back after billed overage (see BookRefund).
-func RefundGrantsRowID(refundRowID string) string { return DerivedID("grants:", refundRowID) }
+func RefundGrantsRowID(refundRowID string) string { return DerivedID("refund-grants:", refundRowID) }
 
 // grantsOf lists the grants parts name, once each.
 func grantsOf(parts []Part) []string {
@@ -326,4 +327,27 @@ func JudgePayment(r Refund, payment Row) (ok, void bool, note string, err error)
 func BeyondError(r Refund, d Refunded, debit int64) error {
 	return fmt.Errorf("%w: refund %s of %d exceeds what payment %s (debit %d) has left by %d: %d applied, %d not",
 		ErrConflict, r.ID, r.Amount, r.EventID, debit, d.Beyond, d.Taken, d.Beyond)
+}
+
+// MarshalJSON is the JSON of a refund wherever it is printed (billingctl
+// payment refunds, the read API): snake_case, settled_at null until settled.
+func (r RefundRecord) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		RefundID   string      `json:"refund_id"`
+		EventID    string      `json:"event_id"`
+		MerchantID string      `json:"merchant_id"`
+		Amount     int64       `json:"amount"`
+		Reason     string      `json:"reason"`
+		OccurredAt time.Time   `json:"occurred_at"`
+		State      RefundState `json:"state"`
+		Taken      int64       `json:"taken"`
+		Returned   int64       `json:"returned"`
+		Expired    int64       `json:"expired"`
+		Billed     int64       `json:"billed"`
+		Beyond     int64       `json:"beyond"`
+		Note       string      `json:"note"`
+		CreatedAt  time.Time   `json:"created_at"`
+		SettledAt  *time.Time  `json:"settled_at"`
+	}{r.ID, r.EventID, r.MerchantID, r.Amount, r.Reason, r.OccurredAt.UTC(), r.State, r.Taken, r.Returned, r.Expired, r.Billed,
+		r.Beyond, r.Note, r.CreatedAt.UTC(), r.SettledAt})
 }

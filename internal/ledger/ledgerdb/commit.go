@@ -90,11 +90,14 @@ func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 			if err := s.insert(ctx, tx, rows); err != nil {
 				return err
 			}
-			refunds, bals, err := s.settlePending(ctx, tx, rows, bals)
-			if err != nil {
-				return err
+			evs := s.batchEvents(rows, bals)
+			if ids := waitingFor(rows, bals); len(ids) > 0 {
+				refunds, after, err := s.settlePending(ctx, tx, rows, ids, bals)
+				if err != nil {
+					return err
+				}
+				evs = s.batchEvents(append(slices.Clip(rows), refunds...), after)
 			}
-			evs := s.batchEvents(append(slices.Clip(rows), refunds...), bals)
 			wrote = len(evs) > 0
 			return s.writeOutbox(ctx, tx, evs)
 		})
@@ -127,6 +130,24 @@ func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 			return fmt.Errorf("ledger: gave up after %d attempts: the balance guard refused the batch but every balance covers it", attempt)
 		}
 	}
+}
+
+// waitingFor lists the events of rows that refunds may wait for: those of
+// merchants whose balance row counts some (RefundsWaiting), and of unknown
+// merchants (no row counts theirs). A batch of other merchants reads nothing
+// more.
+func waitingFor(rows []ledger.Row, bals []ledger.Balance) []string {
+	waits := make(map[string]bool, len(bals))
+	for _, b := range bals {
+		waits[b.MerchantID] = b.RefundsWaiting > 0
+	}
+	var ids []string
+	for _, r := range rows {
+		if w, known := waits[r.MerchantID]; w || !known {
+			ids = append(ids, r.EventID)
+		}
+	}
+	return ids
 }
 
 // errGuardShort: the balance UPDATE moved fewer balances than it was given;

@@ -103,12 +103,15 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, tx *
 func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, credits []ledger.Row, terms map[string]ledger.Credit) ([]ledger.Row, bool, error) {
 	moved, merchants := ledger.TakenTotals(credits)
 	counts := ledger.RowCounts(credits)
-	args := make([]any, 0, 3*len(merchants))
+	args := make([]any, 0, 4*len(merchants))
 	for _, m := range merchants {
-		args = append(args, m, -moved[m], counts[m])
+		args = append(args, m, -moved[m], counts[m], m)
 	}
-	upsert := "INSERT INTO merchant_balance (merchant_id, credited, debited, seq) VALUES (?, ?, 0, ?)" +
-		strings.Repeat(", (?, ?, 0, ?)", len(merchants)-1) +
+	// A merchant created here may have refunds waiting already (their
+	// payments were to come after this grant): it counts them.
+	const tuple = "(?, ?, 0, ?, (SELECT COUNT(*) FROM quota_refunds WHERE merchant_id = ? AND state = 'pending'))"
+	upsert := "INSERT INTO merchant_balance (merchant_id, credited, debited, seq, refunds_waiting) VALUES " + tuple +
+		strings.Repeat(", "+tuple, len(merchants)-1) +
 		" ON DUPLICATE KEY UPDATE credited = credited + VALUES(credited), seq = seq + VALUES(seq)"
 	if _, err := s.exec(ctx, tx, upsert, args); err != nil {
 		return nil, false, fmt.Errorf("ledger: credit %d merchant(s): %w", len(merchants), err)

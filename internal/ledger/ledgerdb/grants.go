@@ -14,7 +14,7 @@ import (
 )
 
 // balanceColumns are the merchant_balance columns scanBalance reads.
-const balanceColumns = "merchant_id, credited, debited, low_units, low_percent, overdraft_policy, overdraft_floor, head_grant, head_end, next_expiry, seq, low_base"
+const balanceColumns = "merchant_id, credited, debited, low_units, low_percent, overdraft_policy, overdraft_floor, head_grant, head_end, next_expiry, seq, low_base, refunds_waiting"
 
 // scanBalance reads the balanceColumns of a row, then any more columns into more.
 func scanBalance(rows *sql.Rows, more ...any) (ledger.Balance, error) {
@@ -22,7 +22,7 @@ func scanBalance(rows *sql.Rows, more ...any) (ledger.Balance, error) {
 	var head sql.NullString
 	var end sql.NullInt64
 	var next sql.NullTime
-	dest := append([]any{&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent, &b.PolicyKind, &b.OverdraftFloor, &head, &end, &next, &b.Seq, &b.LowBase}, more...)
+	dest := append([]any{&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent, &b.PolicyKind, &b.OverdraftFloor, &head, &end, &next, &b.Seq, &b.LowBase, &b.RefundsWaiting}, more...)
 	if err := rows.Scan(dest...); err != nil {
 		return b, err
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -117,6 +118,15 @@ func (s *Store) recordRefunds(ctx context.Context, tx *sql.Tx, refunds []ledger.
 	if err := s.insertRefunds(ctx, tx, records); err != nil {
 		return false, err
 	}
+	waiting := map[string]int64{}
+	for _, rec := range records {
+		if rec.State == ledger.RefundPending {
+			waiting[rec.MerchantID]++
+		}
+	}
+	if err := s.countWaiting(ctx, tx, waiting); err != nil {
+		return false, err
+	}
 	evs := s.batchEvents(rows, bals)
 	return len(evs) > 0, s.writeOutbox(ctx, tx, evs)
 }
@@ -126,14 +136,13 @@ func refundedOf(rec ledger.RefundRecord) ledger.Refunded {
 }
 
 // settlePending applies, in the transaction that records rows (a payment
-// batch, inserted), the refunds that wait for them: a debit's are applied
-// (and the row's Refunded set), a rejection's voided. It returns the refund
-// rows written and the balances after them (bals: after rows).
-func (s *Store) settlePending(ctx context.Context, tx *sql.Tx, rows []ledger.Row, bals []ledger.Balance) ([]ledger.Row, []ledger.Balance, error) {
-	ids := make([]string, len(rows))
+// batch, inserted), the refunds that wait for those of them named by ids
+// (waitingFor): a debit's are applied (and the row's Refunded set), a
+// rejection's voided. It returns the refund rows written and the balances
+// after them (bals: after rows).
+func (s *Store) settlePending(ctx context.Context, tx *sql.Tx, rows []ledger.Row, ids []string, bals []ledger.Balance) ([]ledger.Row, []ledger.Balance, error) {
 	byEvent := make(map[string]int, len(rows))
 	for i, r := range rows {
-		ids[i] = r.EventID
 		byEvent[r.EventID] = i
 	}
 	pending, err := s.refundRecords(ctx, prepared{stmts: s.stmts, tx: tx}, "event_id", ids, " AND state = 'pending' FOR UPDATE")
@@ -178,6 +187,7 @@ func (s *Store) settlePending(ctx context.Context, tx *sql.Tx, rows []ledger.Row
 	if err != nil {
 		return nil, nil, err
 	}
+	settled := map[string]int64{}
 	for _, rec := range applied {
 		if rec.Returned > 0 {
 			rows[byEvent[rec.EventID]].Refunded += rec.Returned
@@ -187,7 +197,28 @@ func (s *Store) settlePending(ctx context.Context, tx *sql.Tx, rows []ledger.Row
 		}
 		done = append(done, rec)
 	}
+	for _, rec := range done {
+		settled[rec.MerchantID]--
+	}
+	if err := s.countWaiting(ctx, tx, settled); err != nil {
+		return nil, nil, err
+	}
 	return refundRows, bals, s.updateRefunds(ctx, tx, done)
+}
+
+// countWaiting moves the merchants' refunds_waiting by delta (never below 0).
+func (s *Store) countWaiting(ctx context.Context, tx *sql.Tx, delta map[string]int64) error {
+	if len(delta) == 0 {
+		return nil
+	}
+	merchants := slices.Sorted(maps.Keys(delta))
+	by, byArgs := caseOf(merchants, delta)
+	in, inArgs := sqltx.InList(merchants)
+	if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET refunds_waiting = GREATEST(0, refunds_waiting + "+by+") WHERE merchant_id IN ("+in+")",
+		append(byArgs, inArgs...)); err != nil {
+		return fmt.Errorf("ledger: count waiting refunds: %w", err)
+	}
+	return nil
 }
 
 // applyRefunds applies refunds of recorded debits (payments, by event id;
@@ -506,15 +537,24 @@ var ErrNotPending = errors.New("ledger: refund is not pending")
 // CancelRefund cancels a pending refund (its payment never came), with the
 // operator's note: it will not apply when the payment is recorded.
 func (s *Store) CancelRefund(ctx context.Context, refundID, note string) error {
-	n, err := s.exec(ctx, s.db, "UPDATE quota_refunds SET state = 'cancelled', note = ?, settled_at = UTC_TIMESTAMP(6) WHERE refund_id = ? AND state = 'pending'",
-		[]any{note, refundID})
-	switch {
-	case err != nil:
+	err := s.inTx(ctx, sqltx.ReadCommitted, func(ctx context.Context, tx *sql.Tx) error {
+		recs, err := s.refundRecords(ctx, tx, "refund_id", []string{refundID}, " AND state = 'pending' FOR UPDATE")
+		switch {
+		case err != nil:
+			return err
+		case len(recs) == 0:
+			return fmt.Errorf("%w: %s", ErrNotPending, refundID)
+		}
+		if _, err := s.exec(ctx, tx, "UPDATE quota_refunds SET state = 'cancelled', note = ?, settled_at = UTC_TIMESTAMP(6) WHERE refund_id = ?",
+			[]any{note, refundID}); err != nil {
+			return err
+		}
+		return s.countWaiting(ctx, tx, map[string]int64{recs[refundID].MerchantID: -1})
+	})
+	if err != nil && !errors.Is(err, ErrNotPending) {
 		return fmt.Errorf("ledger: cancel refund %s: %w", refundID, err)
-	case n == 0:
-		return fmt.Errorf("%w: %s", ErrNotPending, refundID)
 	}
-	return nil
+	return err
 }
 
 // Refunds lists refunds: of one payment (eventID set), or those pending

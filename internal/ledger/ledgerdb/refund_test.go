@@ -302,3 +302,29 @@ func TestCancelPendingRefund(t *testing.T) {
 		t.Errorf("balance %d, want 5: a cancelled refund does not apply", b.Available())
 	}
 }
+
+// A refund of a merchant billing does not know yet waits too: the grant that
+// creates the merchant counts it, and the payment's transaction applies it;
+// a payment then rejected as unknown_merchant voids its refund.
+func TestRefundBeforeTheMerchantExists(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	refundOne(t, s, refundOf("r-new", "p-new", "m-new", 2))
+	refundOne(t, s, refundOf("r-ghost", "p-ghost", "m-ghost", 2))
+	grant(t, s, "m-new", 10)
+	if b := balanceOf(t, s, "m-new"); b.RefundsWaiting != 1 {
+		t.Errorf("refunds_waiting %d after the grant that created the merchant, want 1", b.RefundsWaiting)
+	}
+	rows := []ledger.Row{debit("p-new", "m-new", 5), rejected("p-ghost", "m-ghost", 5, ledger.ReasonUnknownMerchant)}
+	if err := s.Commit(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if b := balanceOf(t, s, "m-new"); b.Available() != 7 || b.RefundsWaiting != 0 {
+		t.Errorf("m-new: balance %d, waiting %d; want 7, 0", b.Available(), b.RefundsWaiting)
+	}
+	recs, err := s.Refunds(ctx, "p-ghost", false, 10)
+	if err != nil || len(recs) != 1 || recs[0].State != ledger.RefundVoid {
+		t.Errorf("refund of an unknown merchant's rejected payment = %+v, %v; want void", recs, err)
+	}
+	checkBalancesMatchLedger(t, s)
+}
