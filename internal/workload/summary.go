@@ -11,17 +11,28 @@ type Summary struct {
 	Amount int64
 	// Merchants holds the Valid events and their amounts per merchant.
 	Merchants map[string]MerchantTotal
+	// Refunds counts the refunds (once per refund id; RefundDuplicates
+	// the ones sent again), Refunded what they take back and Beyond what
+	// is beyond their payments' debits, in Conflicts of them: all as if
+	// every payment debited its whole amount.
+	Refunds, RefundDuplicates, Conflicts int
+	Refunded, Beyond                     int64
 }
 
-// MerchantTotal is one merchant's share of the valid events.
+// MerchantTotal is one merchant's share of the valid events and refunds.
 type MerchantTotal struct {
-	Events int
-	Amount int64
+	Events   int
+	Amount   int64
+	Refunded int64
 }
 
 // Add counts m.
 func (s *Summary) Add(m Message) {
 	s.Messages++
+	if m.Topic == Refunds {
+		s.addRefund(m)
+		return
+	}
 	switch m.Kind {
 	case Valid:
 		s.Valid++
@@ -38,4 +49,23 @@ func (s *Summary) Add(m Message) {
 	case Malformed:
 		s.Malformed++
 	}
+}
+
+func (s *Summary) addRefund(m Message) {
+	if m.Kind == Duplicate {
+		s.RefundDuplicates++
+		return
+	}
+	s.Refunds++
+	s.Refunded += m.Taken
+	s.Beyond += m.Beyond
+	if m.Beyond > 0 {
+		s.Conflicts++
+	}
+	if s.Merchants == nil {
+		s.Merchants = make(map[string]MerchantTotal)
+	}
+	t := s.Merchants[m.Refund.MerchantID]
+	t.Refunded += m.Taken
+	s.Merchants[m.Refund.MerchantID] = t
 }

@@ -157,7 +157,7 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 			}
 		}
 	}
-	p.ScheduleStats, err = workload.ProduceOnSchedule(ctx, w, g, r.o.Events, unpaced, nil)
+	p.ScheduleStats, err = workload.ProduceOnSchedule(ctx, workload.Writers{Payments: w}, g, r.o.Events, unpaced, nil)
 	err = errors.Join(err, w.Close()) // flushes, and waits for the last completion
 	mu.Lock()
 	defer mu.Unlock()
