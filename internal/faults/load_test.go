@@ -34,14 +34,19 @@ type load struct {
 // startLoad produces msgs in order, about rate per second, until all are
 // sent, Stop is called or ctx ends. wait returns the first error.
 func (g *rig) startLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
-	return g.produceAtRate(ctx, msgs, rate, false)
+	return g.produceAtRate(ctx, g.topic, msgs, rate, false)
+}
+
+// startLoadTo is startLoad to another topic.
+func (g *rig) startLoadTo(ctx context.Context, topic string, msgs []kafka.Message, rate int) *load {
+	return g.produceAtRate(ctx, topic, msgs, rate, false)
 }
 
 // startHeldLoad is startLoad whose last chunk waits for release, so that an
 // operation racing the load (a resharding, a replayed fault) cannot outlast it
 // on a slow machine.
 func (g *rig) startHeldLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
-	return g.produceAtRate(ctx, msgs, rate, true)
+	return g.produceAtRate(ctx, g.topic, msgs, rate, true)
 }
 
 // release lets a held load write its last chunk. A load that is not held
@@ -56,12 +61,12 @@ func (l *load) release() {
 // waits for release.
 func (l *load) holding() bool { return l.held.Load() }
 
-func (g *rig) produceAtRate(ctx context.Context, msgs []kafka.Message, rate int, held bool) *load {
+func (g *rig) produceAtRate(ctx context.Context, topic string, msgs []kafka.Message, rate int, held bool) *load {
 	l := &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{})}
 	if held {
 		l.released = make(chan struct{})
 	}
-	w := g.writer(g.topic)
+	w := g.writer(topic)
 	go func() {
 		defer close(l.done)
 		defer w.Close()
