@@ -39,3 +39,14 @@ CREATE TABLE quota_refunds (
 -- transaction that records payments looks for refunds only of merchants with
 -- some, so a payment batch costs no statement more while none waits.
 ALTER TABLE merchant_balance ADD COLUMN refunds_waiting BIGINT NOT NULL DEFAULT 0;
+
+-- What an applied refund gave back to each grant (the invariant that every
+-- unit of a grant is left, paid or expired counts these back).
+CREATE TABLE quota_refund_parts (
+    refund_id VARCHAR(64)  NOT NULL,
+    grant_id  VARCHAR(128) NOT NULL,
+    amount    BIGINT       NOT NULL,
+    PRIMARY KEY (refund_id, grant_id),
+    KEY quota_refund_parts_grant (grant_id),
+    CONSTRAINT quota_refund_parts_amount CHECK (amount > 0)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/invariant"
 )
 
 func refundMsg(id, payment, merchant string, amount int64) kafka.Message {
@@ -104,8 +105,21 @@ func TestRefundsTopicInEitherOrder(t *testing.T) {
 		t.Errorf("conflicts in the DLQ:\n%s", msgs)
 	}
 	// Both merchants' caches were dropped: the next payment hydrates.
-	g.produce(ctx, []kafka.Message{paymentMsg("m-after-p2", "m-after", 1), paymentMsg("m-before-p2", "m-before", 1)})
+	pays := []kafka.Message{paymentMsg("m-after-p2", "m-after", 1), paymentMsg("m-before-p2", "m-before", 1)}
+	g.produce(ctx, pays)
 	g.drain(ctx)
+	var produced invariant.Produced
+	for _, m := range []kafka.Message{paymentMsg("m-after-p", "m-after", 15), paymentMsg("m-before-p", "m-before", 15), pays[0], pays[1]} {
+		e, err := event.Decode(m.Key, m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		produced.Valid = append(produced.Valid, e)
+	}
+	produced.Invalid = 2 // the two conflicting refunds
+	if rep := g.check(ctx, w.Worker, produced, g.dlqRecords(ctx)); !rep.OK() || rep.Checked["refunds applied"] != 5 {
+		t.Errorf("invariants:\n%s", rep)
+	}
 	for m, want := range map[string]int64{"m-after": 110 - 15 + 15 - 1, "m-before": 110 - 15 + 7 - 1} {
 		v, err := w.path.Deductor.Show(ctx, m)
 		if err != nil {

@@ -40,10 +40,20 @@ func (s *Store) Refund(ctx context.Context, refunds []ledger.Refund) ([]ledger.R
 		}
 		var fresh []int
 		out, fresh = ledger.DecideRefunds(refunds, existing)
-		if len(fresh) == 0 {
+		// A refund delivered again while it waits settles now if its payment
+		// is recorded by now (of another merchant, say: a conflict no
+		// payment's transaction looks for).
+		var again []ledger.RefundRecord
+		var merchants []string
+		for _, o := range out {
+			if o.Duplicate && o.Record.State == ledger.RefundPending && !slices.ContainsFunc(again, func(r ledger.RefundRecord) bool { return r.ID == o.Record.ID }) {
+				again = append(again, o.Record)
+				merchants = append(merchants, o.Record.MerchantID)
+			}
+		}
+		if len(fresh)+len(again) == 0 {
 			return false, nil
 		}
-		var merchants []string
 		for _, i := range fresh {
 			merchants = append(merchants, refunds[i].MerchantID)
 		}
@@ -53,7 +63,11 @@ func (s *Store) Refund(ctx context.Context, refunds []ledger.Refund) ([]ledger.R
 		if err != nil || len(due) > 0 {
 			return false, err
 		}
-		return s.recordRefunds(ctx, tx, refunds, fresh, out, bals)
+		settled, bals, err := s.settleAgain(ctx, tx, again, bals, out)
+		if err != nil {
+			return false, err
+		}
+		return s.recordRefunds(ctx, tx, refunds, fresh, out, bals, settled)
 	})
 	switch {
 	case errors.Is(err, ledger.ErrRefused):
@@ -66,17 +80,59 @@ func (s *Store) Refund(ctx context.Context, refunds []ledger.Refund) ([]ledger.R
 	return out, nil
 }
 
+// settleAgain settles the waiting refunds delivered again (again) whose
+// payment is recorded now (settleWaiting), updating their outcomes' records,
+// and returns the refund rows it wrote and the balances after them.
+func (s *Store) settleAgain(ctx context.Context, tx *sql.Tx, again []ledger.RefundRecord, bals []ledger.Balance, out []ledger.RefundOutcome) ([]ledger.Row, []ledger.Balance, error) {
+	if len(again) == 0 {
+		return nil, bals, nil
+	}
+	events := make([]string, len(again))
+	for i, r := range again {
+		events[i] = r.EventID
+	}
+	payments, err := s.paymentRows(ctx, tx, events)
+	if err != nil {
+		return nil, nil, err
+	}
+	recorded := slices.DeleteFunc(again, func(r ledger.RefundRecord) bool { _, ok := payments[r.EventID]; return !ok })
+	if len(recorded) == 0 {
+		return nil, bals, nil
+	}
+	rows, bals, applied, err := s.settleWaiting(ctx, tx, recorded, payments, bals)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := map[string]ledger.RefundRecord{}
+	for _, r := range recorded {
+		now[r.ID] = ledger.RefundRecord{Refund: r.Refund, State: ledger.RefundVoid, CreatedAt: r.CreatedAt}
+	}
+	for _, r := range applied {
+		now[r.ID] = r
+	}
+	for i := range out {
+		if r, ok := now[out[i].Record.ID]; ok && out[i].Duplicate {
+			out[i].Record = r
+		}
+	}
+	return rows, bals, nil
+}
+
 // recordRefunds records the fresh refunds (out is updated): applied, pending
 // or void by what their payments' rows say, and returns whether it wrote
-// balance events. bals are the merchants' balance rows, locked.
-func (s *Store) recordRefunds(ctx context.Context, tx *sql.Tx, refunds []ledger.Refund, fresh []int, out []ledger.RefundOutcome, bals []ledger.Balance) (bool, error) {
+// balance events (of its rows, after settled: the rows settleAgain wrote).
+// bals are the merchants' balance rows, locked.
+func (s *Store) recordRefunds(ctx context.Context, tx *sql.Tx, refunds []ledger.Refund, fresh []int, out []ledger.RefundOutcome, bals []ledger.Balance, settled []ledger.Row) (bool, error) {
 	events := make([]string, len(fresh))
 	for k, i := range fresh {
 		events[k] = refunds[i].EventID
 	}
-	payments, err := s.paymentRows(ctx, tx, events)
-	if err != nil {
-		return false, err
+	payments := map[string]ledger.Row{}
+	if len(events) > 0 {
+		var err error
+		if payments, err = s.paymentRows(ctx, tx, events); err != nil {
+			return false, err
+		}
 	}
 	now := s.now().UTC()
 	var apply []ledger.Refund
@@ -127,7 +183,7 @@ func (s *Store) recordRefunds(ctx context.Context, tx *sql.Tx, refunds []ledger.
 	if err := s.countWaiting(ctx, tx, waiting); err != nil {
 		return false, err
 	}
-	evs := s.batchEvents(rows, bals)
+	evs := s.batchEvents(append(settled, rows...), bals)
 	return len(evs) > 0, s.writeOutbox(ctx, tx, evs)
 }
 
@@ -162,14 +218,33 @@ func (s *Store) settlePending(ctx context.Context, tx *sql.Tx, rows []ledger.Row
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	now := s.now().UTC()
 	payments := make(map[string]ledger.Row, len(waiting))
+	for _, w := range waiting {
+		payments[w.EventID] = rows[byEvent[w.EventID]]
+	}
+	refundRows, bals, applied, err := s.settleWaiting(ctx, tx, waiting, payments, bals)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, rec := range applied {
+		rows[byEvent[rec.EventID]].Refunded += rec.Returned
+	}
+	return refundRows, bals, nil
+}
+
+// settleWaiting settles pending refunds (in the order given) whose payments
+// are recorded (payments, by event id): a debit of their merchant is
+// refunded, a rejection voids them, and a row of another merchant (or no
+// payment) voids them with the conflict as their note, since a refund that
+// waited can no longer be dead-lettered. It returns the refund rows written,
+// the balances after them (bals: the merchants', locked) and the refunds
+// applied.
+func (s *Store) settleWaiting(ctx context.Context, tx *sql.Tx, waiting []ledger.RefundRecord, payments map[string]ledger.Row, bals []ledger.Balance) ([]ledger.Row, []ledger.Balance, []ledger.RefundRecord, error) {
+	now := s.now().UTC()
 	var apply []ledger.Refund
 	var done []ledger.RefundRecord
 	for _, w := range waiting {
-		p := rows[byEvent[w.EventID]]
-		payments[w.EventID] = p
-		ok, void, note, err := ledger.JudgePayment(w.Refund, p)
+		ok, void, note, err := ledger.JudgePayment(w.Refund, payments[w.EventID])
 		switch {
 		case ok:
 			apply = append(apply, w.Refund)
@@ -177,33 +252,28 @@ func (s *Store) settlePending(ctx context.Context, tx *sql.Tx, rows []ledger.Row
 		case void:
 			w.State, w.Note = ledger.RefundVoid, note
 		default:
-			// Waiting, it could not be dead-lettered: the conflict is recorded.
-			w.State, w.Note, w.Beyond = ledger.RefundVoid, err.Error(), w.Amount
+			w.State, w.Note = ledger.RefundVoid, err.Error()
 		}
 		w.SettledAt = &now
 		done = append(done, w)
 	}
 	refundRows, applied, bals, err := s.applyRefunds(ctx, tx, apply, payments, bals, now)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	settled := map[string]int64{}
-	for _, rec := range applied {
-		if rec.Returned > 0 {
-			rows[byEvent[rec.EventID]].Refunded += rec.Returned
-		}
+	for i, rec := range applied {
 		if rec.Beyond > 0 {
-			rec.Note = ledger.BeyondError(rec.Refund, refundedOf(rec), payments[rec.EventID].Amount).Error()
+			applied[i].Note = ledger.BeyondError(rec.Refund, refundedOf(rec), payments[rec.EventID].Amount).Error()
 		}
-		done = append(done, rec)
 	}
-	for _, rec := range done {
+	for _, rec := range append(done, applied...) {
 		settled[rec.MerchantID]--
 	}
 	if err := s.countWaiting(ctx, tx, settled); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return refundRows, bals, s.updateRefunds(ctx, tx, done)
+	return refundRows, bals, applied, s.updateRefunds(ctx, tx, append(done, applied...))
 }
 
 // countWaiting moves the merchants' refunds_waiting by delta (never below 0).
@@ -252,6 +322,7 @@ func (s *Store) applyRefunds(ctx context.Context, tx *sql.Tx, refunds []ledger.R
 		return nil, nil, nil, err
 	}
 	var rows []ledger.Row
+	var parts []any // refund_id, grant_id, amount of each grant part returned
 	records := make([]ledger.RefundRecord, len(refunds))
 	for k, r := range refunds {
 		bk, p := books[r.MerchantID], payments[r.EventID]
@@ -270,6 +341,11 @@ func (s *Store) applyRefunds(ctx context.Context, tx *sql.Tx, refunds []ledger.R
 			for _, row := range ledger.BookRefund(bk, d, tmpl, now) {
 				bk.Balance.Credited += row.Amount
 				rows = append(rows, row)
+			}
+		}
+		for _, p := range d.Returned {
+			if p.GrantID != "" {
+				parts = append(parts, r.ID, p.GrantID, p.Amount)
 			}
 		}
 		records[k] = ledger.RefundRecord{Refund: r, State: ledger.RefundApplied, Taken: d.Taken, Returned: d.Total(),
@@ -303,6 +379,12 @@ func (s *Store) applyRefunds(ctx context.Context, tx *sql.Tx, refunds []ledger.R
 	}
 	if err := s.insert(ctx, tx, rows); err != nil {
 		return nil, nil, nil, err
+	}
+	if len(parts) > 0 {
+		q := "INSERT INTO quota_refund_parts (refund_id, grant_id, amount) VALUES (?, ?, ?)" + strings.Repeat(", (?, ?, ?)", len(parts)/3-1)
+		if _, err := s.exec(ctx, tx, q, parts); err != nil {
+			return nil, nil, nil, fmt.Errorf("ledger: write %d refund part(s): %w", len(parts)/3, err)
+		}
 	}
 	return rows, records, after, nil
 }
@@ -580,6 +662,29 @@ func (s *Store) Refunds(ctx context.Context, eventID string, pending bool, limit
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: refunds: %w", err)
+	}
+	return out, nil
+}
+
+// RefundedAmong lists the merchants of the payments among eventIDs that
+// refunds gave quota back to.
+func (s *Store) RefundedAmong(ctx context.Context, eventIDs []string) ([]string, error) {
+	in, args := sqltx.InList(eventIDs)
+	return s.merchantIDs(ctx, "SELECT DISTINCT merchant_id FROM quota_refunds WHERE event_id IN ("+in+") AND state = 'applied' AND returned > 0 ORDER BY merchant_id", args)
+}
+
+// PaymentRefunds returns the refunds of the payment eventID read on q (the
+// pool, or a caller's snapshot), oldest first; never nil.
+func PaymentRefunds(ctx context.Context, q sqltx.Querier, eventID string) ([]ledger.RefundRecord, error) {
+	out := []ledger.RefundRecord{}
+	_, err := sqltx.Each(ctx, q, "SELECT "+refundColumns+" FROM quota_refunds WHERE event_id = ? ORDER BY created_at, refund_id", []any{eventID},
+		func(rows *sql.Rows) error {
+			r, err := scanRefund(rows)
+			out = append(out, r)
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: refunds of %s: %w", eventID, err)
 	}
 	return out, nil
 }

@@ -328,3 +328,30 @@ func TestRefundBeforeTheMerchantExists(t *testing.T) {
 	}
 	checkBalancesMatchLedger(t, s)
 }
+
+// A refund waiting for a payment that is then recorded for another merchant
+// is a conflict no payment's transaction looks for: delivered again, it
+// settles as void with the conflict as its note, and gives nothing back.
+func TestWaitingRefundOfAnotherMerchantsPayment(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	grant(t, s, "m-a", 10)
+	grant(t, s, "m-b", 10)
+	refundOne(t, s, refundOf("r", "p", "m-a", 3))
+	if err := s.Commit(ctx, []ledger.Row{debit("p", "m-b", 5)}); err != nil {
+		t.Fatal(err)
+	}
+	o := refundOne(t, s, refundOf("r", "p", "m-a", 3))
+	if !o.Duplicate || o.Record.State != ledger.RefundVoid {
+		t.Errorf("delivered again: %+v", o)
+	}
+	recs, err := s.Refunds(ctx, "p", false, 10)
+	if err != nil || len(recs) != 1 || recs[0].State != ledger.RefundVoid || !strings.Contains(recs[0].Note, "recorded for merchant m-b") {
+		t.Errorf("refunds of p: %+v, %v", recs, err)
+	}
+	for m, want := range map[string]int64{"m-a": 10, "m-b": 5} {
+		if b := balanceOf(t, s, m); b.Available() != want || b.RefundsWaiting != 0 {
+			t.Errorf("%s: balance %d, waiting %d; want %d, 0", m, b.Available(), b.RefundsWaiting, want)
+		}
+	}
+}
