@@ -55,6 +55,7 @@ func killScenario(t *testing.T, p *plan, kills, n int) {
 // killOne SIGKILLs one of procs at random and starts it again after up to a
 // second down.
 func (p *plan) killOne(ctx context.Context, procs []*proc) {
+	p.t.Helper()
 	victim := procs[p.rng.IntN(len(procs))]
 	down := between(p.rng, 0, time.Second)
 	p.fired(ctx, "kill", victim.name, "down "+down.Round(time.Millisecond).String())
