@@ -39,8 +39,13 @@ func (r *run) check(ctx context.Context) error {
 			r.sum.DLQ[rec.Class]++
 		}
 	}
+	if _, err := r.checkRefunds(ctx, db, records); err != nil {
+		return err
+	}
+	produced := r.traffic.Produced
+	produced.Invalid += r.sum.Refunds.DeadLettered
 	keys, _ := keyspace.New(r.st.Prefix)
-	r.sum.Invariants, err = invariant.Check(ctx, r.traffic.Produced, invariant.State{
+	r.sum.Invariants, err = invariant.Check(ctx, produced, invariant.State{
 		DB: db, Redis: r.st.Redis, Keys: keys, DLQ: records, RedisSettled: true,
 	})
 	if err != nil {
