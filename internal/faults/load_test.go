@@ -34,19 +34,14 @@ type load struct {
 // startLoad produces msgs in order, about rate per second, until all are
 // sent, Stop is called or ctx ends. wait returns the first error.
 func (g *rig) startLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
-	return g.produceAtRate(ctx, g.topic, msgs, rate, false)
-}
-
-// startLoadTo is startLoad to another topic.
-func (g *rig) startLoadTo(ctx context.Context, topic string, msgs []kafka.Message, rate int) *load {
-	return g.produceAtRate(ctx, topic, msgs, rate, false)
+	return g.produceAtRate(ctx, msgs, rate, false)
 }
 
 // startHeldLoad is startLoad whose last chunk waits for release, so that an
 // operation racing the load (a resharding, a replayed fault) cannot outlast it
 // on a slow machine.
 func (g *rig) startHeldLoad(ctx context.Context, msgs []kafka.Message, rate int) *load {
-	return g.produceAtRate(ctx, g.topic, msgs, rate, true)
+	return g.produceAtRate(ctx, msgs, rate, true)
 }
 
 // release lets a held load write its last chunk. A load that is not held
@@ -61,7 +56,12 @@ func (l *load) release() {
 // waits for release.
 func (l *load) holding() bool { return l.held.Load() }
 
-func (g *rig) produceAtRate(ctx context.Context, topic string, msgs []kafka.Message, rate int, held bool) *load {
+func (g *rig) produceAtRate(ctx context.Context, msgs []kafka.Message, rate int, held bool) *load {
+	return g.produceAtRateTo(ctx, g.topic, msgs, rate, held)
+}
+
+// produceAtRateTo is produceAtRate to another topic.
+func (g *rig) produceAtRateTo(ctx context.Context, topic string, msgs []kafka.Message, rate int, held bool) *load {
 	l := &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{})}
 	if held {
 		l.released = make(chan struct{})
@@ -143,7 +143,13 @@ func (g *rig) writer(topic string) *kafka.Writer {
 // produce writes msgs at once.
 func (g *rig) produce(ctx context.Context, msgs []kafka.Message) {
 	g.t.Helper()
-	w := g.writer(g.topic)
+	g.produceTo(ctx, g.topic, msgs)
+}
+
+// produceTo writes msgs to topic at once.
+func (g *rig) produceTo(ctx context.Context, topic string, msgs []kafka.Message) {
+	g.t.Helper()
+	w := g.writer(topic)
 	defer w.Close()
 	if err := scenario.Produce(ctx, w, msgs, nil); err != nil {
 		g.t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,393 +12,297 @@ import (
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
-	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/invariant"
 	"github.com/quotaflow/billing/internal/scenario"
-	"github.com/quotaflow/billing/internal/workload"
 )
 
-// Budgets of the refund storm's merchants.
-const (
-	stormGrant  = 100_000 // each merchant of the stream: no payment is ever refused
-	shortGrant  = 500     // each expiring merchant's grant, gone before its refunds
-	laterGrant  = 100     // what the expiring merchants get after it expired
-	expiringSet = 5
-)
+// refundStorm is a refund storm's traffic and its reference model: what each
+// merchant's balance must end at, and which refunds must end as conflicts
+// or pending, whatever the order the two topics interleave in.
+type refundStorm struct {
+	merchants []string
+	small     map[string]int64 // each merchant's expiring grant: exactly its early payments
+	early     []event.PaymentSucceeded
+	payments  []event.PaymentSucceeded // after the expiry
+	before    []event.RefundCommand    // refunds produced before their payment
+	during    []event.RefundCommand    // produced with the payments (duplicates included)
+	terms     []event.RefundCommand    // ids sent again with other terms: conflicts
+	balance   map[string]int64         // the model's final available balance
+	conflicts int                      // distinct refunds dead-lettered for a part beyond the debit
+	pending   int                      // refunds of payments that never come
+}
 
-// A refund storm: about 10,000 payments and 3,000 refunds (partial, whole,
-// sent again, over-refunded, ahead of their payment, and of payments whose
-// grant has expired since), interleaved on two topics, while one worker
-// process is SIGKILLed midway; then the refunds group is rewound to the
-// start and every refund is delivered again. Every balance is what the
-// reference model says (a payment gives back at most its debit, whatever
-// the order; an expired grant's units stay gone), no refund is applied
-// twice, none is over-refunded, none waits, the dead letters are the
-// conflicts (the parts beyond a debit) and nothing else, and the invariants
-// (Redis included) hold.
+const stormBig = 1_000_000 // each merchant's never-expiring grant: no payment is ever rejected
+
+// newRefundStorm draws n payments over m merchants and about refunds refunds of
+// every kind: partial, two partials, whole, over-refunded, whole then
+// partial, duplicated, before their payment, after their grant expired, of
+// a payment that never comes.
+func newRefundStorm(seed uint64, m, n int) *refundStorm {
+	rng := mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s := &refundStorm{small: map[string]int64{}, balance: map[string]int64{}}
+	for i := range m {
+		s.merchants = append(s.merchants, fmt.Sprintf("storm-m%02d", i))
+	}
+	now := time.Now().UTC()
+	pay := func(k int, merchant string) event.PaymentSucceeded {
+		id := fmt.Sprintf("storm-p%05d", k)
+		return event.PaymentSucceeded{EventID: id, PaymentID: "pay-" + id, MerchantID: merchant, Amount: 2 + rng.Int64N(8),
+			Source: event.SourcePC, OccurredAt: now}
+	}
+	k := 0
+	for _, mer := range s.merchants {
+		for range 3 {
+			p := pay(k, mer)
+			k++
+			s.early, s.small[mer] = append(s.early, p), s.small[mer]+p.Amount
+		}
+		s.balance[mer] = stormBig
+	}
+	for k < n {
+		s.payments = append(s.payments, pay(k, s.merchants[rng.IntN(m)]))
+		k++
+	}
+	for _, p := range append(s.early, s.payments...) {
+		s.balance[p.MerchantID] -= p.Amount
+	}
+	refund := func(id string, p event.PaymentSucceeded, amount int64) event.RefundCommand {
+		return event.RefundCommand{RefundID: id, EventID: p.EventID, MerchantID: p.MerchantID, Amount: amount,
+			Reason: []string{event.RefundReasonRefund, event.RefundReasonChargeback, event.RefundReasonCorrection}[rng.IntN(3)], OccurredAt: now}
+	}
+	// Every early payment, refunded once its grant has expired: nothing comes back.
+	for i, p := range s.early {
+		s.during = append(s.during, refund(fmt.Sprintf("storm-rx%d", i), p, 1+rng.Int64N(p.Amount)))
+	}
+	// Each later payment has at most one kind of refund; the model gives back
+	// min(amount, what its refunds ask).
+	order := rng.Perm(len(s.payments))
+	next := 0
+	take := func() event.PaymentSucceeded { p := s.payments[order[next]]; next++; return p }
+	give := func(p event.PaymentSucceeded, asked int64) { s.balance[p.MerchantID] += min(p.Amount, asked) }
+	for i := range 400 { // before their payment, partial or whole
+		p := take()
+		a := 1 + rng.Int64N(p.Amount)
+		s.before = append(s.before, refund(fmt.Sprintf("storm-rb%d", i), p, a))
+		give(p, a)
+	}
+	for i := range 800 { // partial, 150 of them sent twice
+		p := take()
+		r := refund(fmt.Sprintf("storm-rp%d", i), p, 1+rng.Int64N(p.Amount-1))
+		s.during = append(s.during, r)
+		if i < 150 {
+			s.during = append(s.during, r)
+		}
+		give(p, r.Amount)
+	}
+	for i := range 300 { // two partials within the debit
+		p := take()
+		a := 1 + rng.Int64N(p.Amount-1)
+		b := 1 + rng.Int64N(p.Amount-a)
+		s.during = append(s.during, refund(fmt.Sprintf("storm-r2a%d", i), p, a), refund(fmt.Sprintf("storm-r2b%d", i), p, b))
+		give(p, a+b)
+	}
+	for i := range 400 { // whole
+		p := take()
+		s.during = append(s.during, refund(fmt.Sprintf("storm-rw%d", i), p, p.Amount))
+		give(p, p.Amount)
+	}
+	for i := range 200 { // over-refunded: the part beyond is a conflict
+		p := take()
+		s.during = append(s.during, refund(fmt.Sprintf("storm-ro%d", i), p, p.Amount+1+rng.Int64N(3)))
+		give(p, p.Amount)
+		s.conflicts++
+	}
+	for i := range 150 { // whole and partial: whichever comes second has a part beyond
+		p := take()
+		s.during = append(s.during, refund(fmt.Sprintf("storm-rwa%d", i), p, p.Amount), refund(fmt.Sprintf("storm-rwb%d", i), p, 1+rng.Int64N(p.Amount)))
+		give(p, p.Amount)
+		s.conflicts++
+	}
+	for i := range 30 { // of a payment that never comes
+		ghost := event.PaymentSucceeded{EventID: fmt.Sprintf("storm-ghost%d", i), MerchantID: s.merchants[rng.IntN(m)], Amount: 5}
+		s.during = append(s.during, refund(fmt.Sprintf("storm-rg%d", i), ghost, 1+rng.Int64N(5)))
+		s.pending++
+	}
+	rng.Shuffle(len(s.during), func(i, j int) { s.during[i], s.during[j] = s.during[j], s.during[i] })
+	for _, r := range s.during[:100] { // ids sent again, later, with other terms
+		r.Amount++
+		s.terms = append(s.terms, r)
+	}
+	return s
+}
+
+func refundMessages(rs []event.RefundCommand) []kafka.Message {
+	out := make([]kafka.Message, len(rs))
+	for i, r := range rs {
+		out[i] = kafka.Message{Key: []byte(r.MerchantID), Value: r.Encode()}
+	}
+	return out
+}
+
+func paymentMessages(ps []event.PaymentSucceeded) []kafka.Message {
+	out := make([]kafka.Message, len(ps))
+	for i, p := range ps {
+		out[i] = kafka.Message{Key: []byte(p.MerchantID), Value: p.Encode()}
+	}
+	return out
+}
+
+// A refund storm: 10,000 payments and 3,000 refund messages of every kind
+// (partial, whole, duplicated, over-refunded, before their payment, after
+// their grant expired, of a payment that never comes), interleaved on two
+// topics, with a worker process SIGKILLed midway and the whole refunds topic
+// delivered again (and some ids with other terms). Every balance is the
+// reference model's, no refund is applied twice or beyond its payment's
+// debit (the invariant checker), and nothing is dead-lettered but the
+// conflicts the model names.
 func TestRefundStorm(t *testing.T) {
 	t.Parallel()
-	p := newPlan(t)
 	ctx, cancel := context.WithTimeout(context.Background(), size(4*time.Minute, 15*time.Minute))
 	defer cancel()
+	p := newPlan(t)
 	g := newRig(t, rigOptions{partitions: 4})
 	p.use(g)
-	refundsTopic := g.kafka.Topic(t, 4)
-	env := map[string]string{"KAFKA_REFUNDS_TOPIC": refundsTopic}
-	rng := mrand.New(mrand.NewPCG(p.seed(), 36))
-
-	stream := stormStream(t, p.seed())
-	model := newRefundModel(stream)
-	g.grant(ctx, "storm", model.merchants(), stormGrant)
-
-	// Before the storm: the expiring merchants pay from a grant that then
-	// expires; their refunds come in the storm, after it.
-	expiring, prePay := g.expiringMerchants(ctx, rng)
+	refunds := g.kafka.Topic(t, 4)
+	s := newRefundStorm(p.seed(), 40, 10_000)
+	expires := time.Now().UTC().Add(time.Hour) // moved up once the early payments are in
+	for _, m := range s.merchants {
+		prio := 1
+		exp := expires
+		if _, err := g.granter.GrantBatch(ctx, []event.GrantCommand{
+			{GrantID: "storm-small-" + m, MerchantID: m, Amount: s.small[m], Source: "storm", Priority: &prio, ExpiresAt: &exp},
+			{GrantID: "storm-big-" + m, MerchantID: m, Amount: stormBig, Source: "storm"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"KAFKA_REFUNDS_TOPIC": refunds}
 	procs := []*proc{g.startProc(1, env), g.startProc(2, env)}
-	g.produce(ctx, prePay)
+	// The early payments use the expiring grants up; the refunds of later
+	// payments wait for them.
+	g.produceTo(ctx, g.topic, paymentMessages(s.early))
+	g.produceTo(ctx, refunds, refundMessages(s.before))
 	g.drain(ctx, time.Minute)
-	g.waitExpired(ctx, expiring)
-	g.grant(ctx, "later", expiring, laterGrant)
-	model.expiring(expiring, prePay)
-
-	payments, refunds := stormMessages(stream, model.expiredRefunds(rng, prePay), rng)
-	t.Logf("storm: %d payment messages, %d refund messages (%d refund ids, %d ahead of their payment, %d of payments whose grant expired)",
-		len(payments), len(refunds), len(model.refunds), model.early, model.ofExpired)
-	const seconds = 12
-	pays := p.startLoad(ctx, payments, len(payments)/seconds)
-	refs := g.startLoadTo(ctx, refundsTopic, refunds, len(refunds)/seconds)
-	p.await(ctx, between(p.rng, 4*time.Second, 7*time.Second))
-	p.killOne(ctx, procs)
-	if err := pays.wait(); err != nil {
+	var left int64
+	if err := g.db.SQL.QueryRowContext(ctx, "SELECT COALESCE(SUM(CASE WHEN g.grant_id = b.head_grant THEN b.head_end - b.debited ELSE g.remaining END), -1) "+
+		"FROM quota_grants g JOIN merchant_balance b ON b.merchant_id = g.merchant_id WHERE g.grant_id LIKE 'storm-small-%'").Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d units of the expiring grants left after the early payments (%v)", left, err)
+	}
+	// Their expiry comes: used up, they leave nothing to expire (no row), and
+	// no refund may give them units back.
+	if _, err := g.db.SQL.ExecContext(ctx, "UPDATE quota_grants SET expires_at = UTC_TIMESTAMP(6) WHERE grant_id LIKE 'storm-small-%'"); err != nil {
 		t.Fatal(err)
 	}
-	if err := refs.wait(); err != nil {
+	if _, err := g.db.SQL.ExecContext(ctx, "UPDATE merchant_balance SET next_expiry = NULL WHERE merchant_id LIKE 'storm-m%'"); err != nil {
 		t.Fatal(err)
+	}
+
+	// The storm: payments and refunds at once, a worker killed midway.
+	pays := p.startLoad(ctx, paymentMessages(s.payments), size(2000, 2000))
+	rfs := g.produceAtRateTo(ctx, refunds, refundMessages(s.during), size(600, 600), false)
+	p.await(ctx, between(p.rng, 2*time.Second, 4*time.Second))
+	victim := procs[p.rng.IntN(len(procs))]
+	p.fired(ctx, "kill", victim.name, "")
+	victim.Kill()
+	time.Sleep(between(p.rng, 0, time.Second))
+	victim.Start()
+	for _, l := range []*load{pays, rfs} {
+		if err := l.wait(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p.expect("kill", 1)
-	g.drain(ctx, 90*time.Second)
-	g.drainTopic(ctx, g.group+".refunds", refundsTopic, 90*time.Second)
+	drainRefunds := func() {
+		if err := scenario.WaitDrained(ctx, g.client(), g.group+".refunds", refunds, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.drain(ctx, 2*time.Minute)
+	drainRefunds()
+	// The refunds topic delivered again, whole, and ids with other terms.
+	g.produceTo(ctx, refunds, append(refundMessages(append(s.before, s.during...)), refundMessages(s.terms)...))
+	drainRefunds()
 	for _, p := range procs {
 		p.Stop()
 	}
 
-	// The refunds once more, every one of them.
-	g.rewindToStart(ctx, g.group+".refunds", refundsTopic, 4)
-	t.Logf("refunds group rewound: %d refund messages delivered again", len(refunds))
-	for _, p := range procs {
-		p.Start()
+	// The reference model's balances.
+	for _, m := range s.merchants {
+		var avail int64
+		if err := g.db.SQL.QueryRowContext(ctx, "SELECT credited - debited - ? FROM merchant_balance WHERE merchant_id = ?", s.small[m], m).Scan(&avail); err != nil {
+			t.Fatal(err)
+		}
+		if avail != s.balance[m] {
+			t.Errorf("%s: balance %d (beyond its expiring grant), the model says %d", m, avail, s.balance[m])
+		}
 	}
-	g.drainTopic(ctx, g.group+".refunds", refundsTopic, 90*time.Second)
-	for _, p := range procs {
-		p.Stop()
+	var pending, applied int64
+	if err := g.db.SQL.QueryRowContext(ctx, "SELECT COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(state = 'applied'), 0) FROM quota_refunds").Scan(&pending, &applied); err != nil {
+		t.Fatal(err)
 	}
-	produced := truthOf(append(prePay, payments...)).produced
-	produced.Invalid = g.checkRefunds(ctx, model, refundsTopic)
-	g.settle(ctx, produced)
-}
-
-// stormStream is the storm's traffic: about 10,000 payments of 40
-// merchants and 3,000 refunds of them, with every early refund's payment.
-func stormStream(t *testing.T, seed uint64) []workload.Message {
-	t.Helper()
-	gen, err := workload.New(workload.Config{Seed: seed, Merchants: 40, Skew: workload.Skew{Kind: workload.Hot, Param: 0.2},
-		MinAmount: 1, MaxAmount: 9, Duplicates: 0.03, Refunds: 0.23, IDPrefix: "storm-"})
+	if pending != int64(s.pending) {
+		t.Errorf("%d refunds pending, the model says %d (those of payments that never come)", pending, s.pending)
+	}
+	t.Logf("%d refunds applied, %d pending", applied, pending)
+	// Dead letters: of the payments none; of the refunds only conflicts: each
+	// id with other terms, and exactly the refunds recorded with a part
+	// beyond their payment's debit (at least once: a refund that waited for
+	// its payment is dead-lettered when delivered again).
+	var payRecs []dlq.Record
+	beyond := map[string]bool{}
+	terms := map[string]int{}
+	for _, r := range s.terms {
+		terms[r.RefundID]++
+	}
+	for _, r := range g.readDLQ(ctx) {
+		if r.OriginalTopic != refunds {
+			payRecs = append(payRecs, r)
+			continue
+		}
+		c, err := event.DecodeRefund(r.Key, r.Value)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case r.Class != dlq.ClassConflict:
+			t.Errorf("refund %s dead-lettered as %s: %s", c.RefundID, r.Class, r.Message)
+		case strings.Contains(r.Message, "exceeds what payment"):
+			beyond[c.RefundID] = true
+		case strings.Contains(r.Message, "is recorded as"):
+			terms[c.RefundID]--
+		default:
+			t.Errorf("refund %s dead-lettered: %s", c.RefundID, r.Message)
+		}
+	}
+	for id, n := range terms {
+		if n > 0 {
+			t.Errorf("refund %s sent with other terms was not dead-lettered", id)
+		}
+	}
+	rows, err := g.db.SQL.QueryContext(ctx, "SELECT refund_id FROM quota_refunds WHERE beyond > 0 AND state = 'applied'")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []workload.Message
-	for paid := 0; paid < 10_000; {
-		m := gen.Next()
-		if m.Topic == workload.Payments && m.Kind == workload.Valid {
-			paid++
+	recorded := 0
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
 		}
-		out = append(out, m)
-	}
-	return append(out, gen.Drain()...)
-}
-
-// expiringMerchants gives merchants outside the stream a grant that expires
-// in a few seconds and returns them and 20 payments each to spend it on.
-func (g *rig) expiringMerchants(ctx context.Context, rng *mrand.Rand) ([]string, []kafka.Message) {
-	g.t.Helper()
-	var merchants []string
-	var grants []event.GrantCommand
-	var pays []kafka.Message
-	prio, exp := 1, time.Now().Add(4*time.Second)
-	for i := range expiringSet {
-		m := workload.MerchantID(100 + i)
-		merchants = append(merchants, m)
-		grants = append(grants, event.GrantCommand{GrantID: "short-" + m, MerchantID: m, Amount: shortGrant, Source: "faults", Priority: &prio, ExpiresAt: &exp})
-		for k := range 20 {
-			e := event.PaymentSucceeded{EventID: fmt.Sprintf("pre-%s-%d", m, k), PaymentID: fmt.Sprintf("pay-pre-%s-%d", m, k), MerchantID: m,
-				Amount: 1 + rng.Int64N(9), Source: event.SourcePC, OccurredAt: time.Now().UTC()}
-			pays = append(pays, kafka.Message{Key: []byte(m), Value: e.Encode()})
+		recorded++
+		if !beyond[id] {
+			t.Errorf("refund %s is recorded beyond its debit but was never dead-lettered", id)
 		}
 	}
-	res, err := g.granter.GrantBatch(ctx, grants)
-	if err != nil {
-		g.t.Fatal(err)
+	rows.Close()
+	if recorded != s.conflicts || len(beyond) != s.conflicts {
+		t.Errorf("%d refunds recorded beyond their debit, %d dead-lettered for it; the model says %d", recorded, len(beyond), s.conflicts)
 	}
-	for i, r := range res {
-		if r.Err != nil {
-			g.t.Fatalf("grant %s: %v", grants[i].GrantID, r.Err)
-		}
+	produced := invariant.Produced{Valid: append(append([]event.PaymentSucceeded(nil), s.early...), s.payments...)}
+	g.check(ctx, "after the storm", produced, payRecs, nil)
+	rec := g.reconcileOnce(ctx)
+	if rec.Err() != nil {
+		t.Fatalf("reconciler after the storm: %v", rec.Err())
 	}
-	return merchants, pays
-}
-
-// waitExpired waits until the workers have ended the merchants' short grants.
-func (g *rig) waitExpired(ctx context.Context, merchants []string) {
-	g.t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		var active int64
-		if err := g.db.DB.WithContext(ctx).Raw("SELECT COUNT(*) FROM quota_grants WHERE grant_id LIKE 'short-%' AND state = 'active'").Scan(&active).Error; err != nil {
-			g.t.Fatalf("short grants of %v still active: %v", merchants, err)
-		}
-		if active == 0 {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// stormMessages splits the stream by topic and mixes extra refunds into the
-// refunds at seeded places.
-func stormMessages(stream []workload.Message, extra []kafka.Message, rng *mrand.Rand) (payments, refunds []kafka.Message) {
-	for _, m := range stream {
-		msg := kafka.Message{Key: m.Key, Value: m.Value}
-		if m.Topic == workload.Refunds {
-			refunds = append(refunds, msg)
-		} else {
-			payments = append(payments, msg)
-		}
-	}
-	for _, m := range extra {
-		i := rng.IntN(len(refunds) + 1)
-		refunds = append(refunds[:i], append([]kafka.Message{m}, refunds[i:]...)...)
-	}
-	return payments, refunds
-}
-
-// drainTopic waits until group has committed every message of topic.
-func (g *rig) drainTopic(ctx context.Context, group, topic string, within time.Duration) {
-	g.t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	var last int64
-	if err := scenario.WaitDrained(ctx, g.client(), group, topic, func(lag int64) { last = lag }); err != nil {
-		g.t.Fatalf("%s not drained within %v (lag %d): %v", topic, within, last, err)
-	}
-}
-
-// rewindToStart commits offset 0 of every partition of topic for the
-// stopped group: everything is delivered again.
-func (g *rig) rewindToStart(ctx context.Context, group, topic string, partitions int) {
-	g.t.Helper()
-	var commits []kafka.OffsetCommit
-	for p := range partitions {
-		commits = append(commits, kafka.OffsetCommit{Partition: p, Offset: 0})
-	}
-	resp, err := g.client().OffsetCommit(ctx, &kafka.OffsetCommitRequest{Addr: kafka.TCP(g.kafka.Brokers[0]), GroupID: group,
-		GenerationID: -1, Topics: map[string][]kafka.OffsetCommit{topic: commits}})
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	for _, ps := range resp.Topics {
-		for _, p := range ps {
-			if p.Error != nil {
-				g.t.Fatalf("rewind %s/%d: %v", topic, p.Partition, p.Error)
-			}
-		}
-	}
-}
-
-// refundModel is the reference: what each payment debited, what its
-// refunds ask for in total (each refund id once), and so what comes back.
-type refundModel struct {
-	debit   map[string]int64  // payment event id: amount (every payment is debited in full)
-	owner   map[string]string // payment event id: merchant
-	asked   map[string]int64  // payment event id: the sum of its refunds' amounts
-	refunds map[string]event.RefundCommand
-	// ofExpired are the payment event ids whose grant expired before their
-	// refunds: nothing of them comes back.
-	expiredOf map[string]bool
-	balance   map[string]int64 // merchant: before refunds
-	early     int              // refunds sent before their payment
-	ofExpired int
-}
-
-func newRefundModel(stream []workload.Message) *refundModel {
-	m := &refundModel{debit: map[string]int64{}, owner: map[string]string{}, asked: map[string]int64{},
-		refunds: map[string]event.RefundCommand{}, expiredOf: map[string]bool{}, balance: map[string]int64{}}
-	for _, msg := range stream {
-		switch {
-		case msg.Topic == workload.Payments && msg.Kind == workload.Valid:
-			e := msg.Event
-			m.debit[e.EventID], m.owner[e.EventID] = e.Amount, e.MerchantID
-			if _, ok := m.balance[e.MerchantID]; !ok {
-				m.balance[e.MerchantID] = stormGrant
-			}
-			m.balance[e.MerchantID] -= e.Amount
-		case msg.Topic == workload.Refunds && msg.Kind == workload.Valid:
-			m.refund(msg.Refund)
-			if msg.RefundKind == workload.Early {
-				m.early++
-			}
-		}
-	}
-	return m
-}
-
-func (m *refundModel) refund(r event.RefundCommand) {
-	m.refunds[r.RefundID] = r
-	m.asked[r.EventID] += r.Amount
-}
-
-// merchants are those of the stream.
-func (m *refundModel) merchants() []string {
-	var out []string
-	for id := range m.balance {
-		out = append(out, id)
-	}
-	return out
-}
-
-// expiring adds the merchants whose grant expired: after it, what they got later.
-func (m *refundModel) expiring(merchants []string, pays []kafka.Message) {
-	for _, id := range merchants {
-		m.balance[id] = laterGrant
-	}
-	for _, msg := range pays {
-		e, _ := event.Decode(msg.Key, msg.Value) // made by this test: valid
-		m.debit[e.EventID], m.owner[e.EventID], m.expiredOf[e.EventID] = e.Amount, e.MerchantID, true
-	}
-}
-
-// expiredRefunds makes refunds of most of the payments whose grant expired:
-// whole, partial, beyond the debit, some sent twice.
-func (m *refundModel) expiredRefunds(rng *mrand.Rand, pays []kafka.Message) []kafka.Message {
-	var out []kafka.Message
-	for k, msg := range pays {
-		if rng.IntN(10) < 3 {
-			continue
-		}
-		e, _ := event.Decode(msg.Key, msg.Value)
-		amount := []int64{e.Amount, max(1, e.Amount/2), e.Amount + 3}[rng.IntN(3)]
-		r := event.RefundCommand{RefundID: fmt.Sprintf("ref-pre-%d", k), EventID: e.EventID, MerchantID: e.MerchantID, Amount: amount,
-			Reason: event.RefundReasonChargeback, OccurredAt: time.Now().UTC().Truncate(time.Microsecond)}
-		m.refund(r)
-		m.ofExpired++
-		rm := kafka.Message{Key: []byte(r.MerchantID), Value: r.Encode()}
-		out = append(out, rm)
-		if rng.IntN(10) == 0 {
-			out = append(out, rm)
-		}
-	}
-	return out
-}
-
-// want is each merchant's balance by the model: a payment gives back the
-// least of its debit and what its refunds ask, unless its grant expired.
-func (m *refundModel) want() map[string]int64 {
-	out := make(map[string]int64, len(m.balance))
-	for id, b := range m.balance {
-		out[id] = b
-	}
-	for ev, asked := range m.asked {
-		if !m.expiredOf[ev] {
-			out[m.owner[ev]] += min(asked, m.debit[ev])
-		}
-	}
-	return out
-}
-
-// checkRefunds holds the end state against the model, and returns how many
-// refund messages were dead-lettered (by provenance), all conflicts.
-func (g *rig) checkRefunds(ctx context.Context, model *refundModel, refundsTopic string) int {
-	g.t.Helper()
-	db := g.db.DB.WithContext(ctx)
-	var balances []struct {
-		MerchantID string
-		Balance    int64
-	}
-	if err := db.Raw("SELECT merchant_id, credited - debited AS balance FROM merchant_balance").Scan(&balances).Error; err != nil {
-		g.t.Fatal(err)
-	}
-	want := model.want()
-	got := map[string]int64{}
-	for _, b := range balances {
-		got[b.MerchantID] = b.Balance
-	}
-	for id, w := range want {
-		if got[id] != w {
-			g.t.Errorf("merchant %s: balance %d, the model says %d", id, got[id], w)
-		}
-	}
-
-	var recs []struct {
-		RefundID, EventID, Note          string
-		State                            ledger.RefundState
-		Taken, Returned, Expired, Beyond int64
-		Waited                           bool // pending first, applied with its payment
-	}
-	if err := db.Raw("SELECT refund_id, event_id, note, state, taken, returned, expired, beyond, settled_at > created_at AS waited FROM quota_refunds").Scan(&recs).Error; err != nil {
-		g.t.Fatal(err)
-	}
-	taken := map[string]int64{}
-	beyond := map[string]bool{} // refund id: dead-lettered (else the transaction of its payment wrote its note)
-	states := map[ledger.RefundState]int{}
-	for _, r := range recs {
-		states[r.State]++
-		taken[r.EventID] += r.Taken
-		switch {
-		case r.Beyond > 0 && r.Waited && r.Note == "":
-			g.t.Errorf("refund %s waited for its payment and went beyond its debit: no note says so", r.RefundID)
-		case r.Beyond > 0:
-			beyond[r.RefundID] = !r.Waited
-		}
-		if _, ok := model.refunds[r.RefundID]; !ok {
-			g.t.Errorf("refund %s recorded, never sent", r.RefundID)
-		}
-		if model.expiredOf[r.EventID] && (r.Returned != 0 || r.Expired != r.Taken) {
-			g.t.Errorf("refund %s of a payment whose grant expired: returned %d, expired %d of %d taken", r.RefundID, r.Returned, r.Expired, r.Taken)
-		}
-	}
-	g.t.Logf("refunds recorded: %v; %d with a part beyond the debit", states, len(beyond))
-	if len(recs) != len(model.refunds) || states[ledger.RefundApplied] == 0 || states[ledger.RefundPending] != 0 || states[ledger.RefundCancelled] != 0 {
-		g.t.Errorf("%d refunds recorded (%v), %d sent: want each once, none waiting", len(recs), states, len(model.refunds))
-	}
-	for ev, n := range taken {
-		if n > model.debit[ev] {
-			g.t.Errorf("payment %s: refunds took %d of a debit of %d", ev, n, model.debit[ev])
-		}
-		if !model.expiredOf[ev] && n != min(model.asked[ev], model.debit[ev]) {
-			g.t.Errorf("payment %s: refunds took %d, the model says %d", ev, n, min(model.asked[ev], model.debit[ev]))
-		}
-	}
-	var twice int64
-	if err := db.Raw("SELECT COUNT(*) FROM (SELECT event_id FROM quota_ledger WHERE kind = 'refund' GROUP BY event_id HAVING COUNT(*) > 1) t").Scan(&twice).Error; err != nil || twice != 0 {
-		g.t.Errorf("%d refund rows written more than once (%v)", twice, err)
-	}
-
-	// Dead letters: the conflicts (each refund with a part beyond its debit
-	// that did not wait: a waiting one's conflict is found by the payment's
-	// transaction, with no refund message to dead-letter), and nothing else.
-	dead := map[string]bool{}
-	provenances := map[string]bool{}
-	for _, rec := range g.readDLQ(ctx) {
-		r, err := event.DecodeRefund(rec.Key, rec.Value)
-		if _, ok := beyond[r.RefundID]; rec.OriginalTopic != refundsTopic || rec.Class != dlq.ClassConflict || err != nil || !ok {
-			g.t.Errorf("dead letter %s (%s: %s) is not a refund's conflict", rec.Provenance(), rec.Class, rec.Message)
-			continue
-		}
-		dead[r.RefundID], provenances[rec.Provenance()] = true, true
-	}
-	for id, mustDie := range beyond {
-		if mustDie && !dead[id] {
-			g.t.Errorf("refund %s went beyond its debit, and no conflict was dead-lettered", id)
-		}
-	}
-	return len(provenances)
+	t.Logf("reconciler pass: %s, %d checked, %d drifted%s", rec.Status, rec.Checked, rec.Drifted, findings(rec))
+	g.check(ctx, "after the reconciler", produced, payRecs, nil)
 }

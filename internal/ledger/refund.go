@@ -299,6 +299,11 @@ func DecideRefunds(want []Refund, existing map[string]RefundRecord) (out []Refun
 		default:
 			out[i].Record = prev
 			out[i].Duplicate = true
+			if prev.State == RefundApplied && prev.Beyond > 0 {
+				// Delivered again, it is the conflict it was: a crash between
+				// its transaction and its dead-lettering loses no conflict.
+				out[i].Err = BeyondError(prev.Refund, Refunded{Taken: prev.Taken, Beyond: prev.Beyond})
+			}
 		}
 	}
 	return out, fresh
@@ -324,9 +329,9 @@ func JudgePayment(r Refund, payment Row) (ok, void bool, note string, err error)
 
 // BeyondError is the conflict of a refund whose amount is more than what its
 // payment's debit left: the part beyond is not credited.
-func BeyondError(r Refund, d Refunded, debit int64) error {
-	return fmt.Errorf("%w: refund %s of %d exceeds what payment %s (debit %d) has left by %d: %d applied, %d not",
-		ErrConflict, r.ID, r.Amount, r.EventID, debit, d.Beyond, d.Taken, d.Beyond)
+func BeyondError(r Refund, d Refunded) error {
+	return fmt.Errorf("%w: refund %s of %d exceeds what payment %s had left by %d: %d applied, %d not",
+		ErrConflict, r.ID, r.Amount, r.EventID, d.Beyond, d.Taken, d.Beyond)
 }
 
 // MarshalJSON is the JSON of a refund wherever it is printed (billingctl

@@ -101,7 +101,7 @@ func TestRefundsTopicInEitherOrder(t *testing.T) {
 	}
 	msgs := strings.Join(conflicts, "\n")
 	if len(conflicts) != 2 || !strings.Contains(msgs, "refund m-after-r1 is recorded as refund of 4 of payment m-after-p") ||
-		!strings.Contains(msgs, "exceeds what payment m-after-p (debit 15) has left by 2") {
+		!strings.Contains(msgs, "exceeds what payment m-after-p had left by 2") {
 		t.Errorf("conflicts in the DLQ:\n%s", msgs)
 	}
 	// Both merchants' caches were dropped: the next payment hydrates.

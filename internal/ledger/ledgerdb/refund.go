@@ -167,7 +167,7 @@ func (s *Store) recordRefunds(ctx context.Context, tx *sql.Tx, refunds []ledger.
 		rec.CreatedAt = now
 		out[i].Record = rec
 		if rec.Beyond > 0 {
-			out[i].Err = ledger.BeyondError(rec.Refund, refundedOf(rec), payments[rec.EventID].Amount)
+			out[i].Err = ledger.BeyondError(rec.Refund, refundedOf(rec))
 		}
 		records = append(records, rec)
 	}
@@ -264,7 +264,7 @@ func (s *Store) settleWaiting(ctx context.Context, tx *sql.Tx, waiting []ledger.
 	settled := map[string]int64{}
 	for i, rec := range applied {
 		if rec.Beyond > 0 {
-			applied[i].Note = ledger.BeyondError(rec.Refund, refundedOf(rec), payments[rec.EventID].Amount).Error()
+			applied[i].Note = ledger.BeyondError(rec.Refund, refundedOf(rec)).Error()
 		}
 	}
 	for _, rec := range append(done, applied...) {
