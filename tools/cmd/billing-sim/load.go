@@ -28,14 +28,18 @@ type loadFlags struct {
 	// versus runs this many rounds of a uniform run and then the configured
 	// one, alternately, and compares them (hot merchants: shards vs uniform).
 	versus int
-	vary   string // a sweep: KEY=v1,v2,...
-	plot   string // an SVG of the run's own data
+	// versusNone runs this many rounds of a run without refunds and then the
+	// configured one (--refunds), alternately, and compares their CPU per event.
+	versusNone int
+	vary       string // a sweep: KEY=v1,v2,...
+	plot       string // an SVG of the run's own data
 }
 
 const loadUsage = `billing-sim load: measure the billing-worker binary black-box
 
   billing-sim load [--workers N] [--events N] [--ledger-rows N] [--rate N | --soak 10m] [--json-file F] [--output text|json] ...
   billing-sim load --hot 0.9 --shards 8 --versus-uniform 2
+  billing-sim load --refunds 0.1 --versus-no-refunds 3
   billing-sim load --vary WORKER_BATCH_SIZE=256,1024,2048 --plot batch.svg
   billing-sim load --rate 5000 --plot latency.svg
 
@@ -65,6 +69,8 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.IntVar(&o.Shards, "shards", 1, "quota shards of the hot merchant, 1..64")
 	fs.IntVar(&f.versus, "versus-uniform", 0, "run N rounds of a uniform run (--hot 0, one shard) then this one, alternately, and print each hot/uniform ratio")
 	fs.IntVar(&o.Events, "events", load.DefaultEvents, "events (preloaded, or produced at --rate)")
+	fs.Float64Var(&o.Refunds, "refunds", 0, "share of the payments refunded (0..1), preloaded on the refunds topic after them; each refund counts as an event")
+	fs.IntVar(&f.versusNone, "versus-no-refunds", 0, "run N rounds of this run without refunds then with them (--refunds), alternately, and print each CPU-per-event ratio")
 	fs.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	fs.IntVar(&o.LedgerRows, "ledger-rows", 0, "pre-fill quota_ledger with this many rows first (bulk INSERTs of 4,000): the growth figure")
 	fs.BoolVar(&o.OrderedIDs, "ordered-ids", false, "with --ledger-rows: pre-filled event_ids ascend and sort before the run's (ids that grow with time); default: scattered among them (random ids)")
@@ -141,6 +147,9 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 	if f.versus > 0 {
 		return versusUniform(ctx, d.stdout, o, f.versus)
 	}
+	if f.versusNone > 0 {
+		return versusNoRefunds(ctx, d.stdout, o, f.versusNone)
+	}
 	if f.vary != "" {
 		return sweep(ctx, d.stdout, o, f)
 	}
@@ -171,10 +180,32 @@ func versusUniform(ctx context.Context, w io.Writer, o load.Options, rounds int)
 	uniform := o
 	uniform.Hot, uniform.Shards, uniform.BaselineEvents = 0, 1, 0
 	o.BaselineEvents = 0
+	return alternate(ctx, w, rounds, uniform, o, func(round int, a, b load.Result) string {
+		return fmt.Sprintf("round %d     uniform %.0f/s (%.1f µs/event), hot %.2g with %d shard(s) %.0f/s (%.1f µs/event): %.2fx",
+			round, a.EventsPerSec, serverCPU(a), o.Hot, o.Shards, b.EventsPerSec, serverCPU(b), b.EventsPerSec/a.EventsPerSec)
+	})
+}
+
+// versusNoRefunds runs rounds of the run without refunds and with them,
+// alternately, and compares the CPU per event (payments and refunds) of the
+// worker(s), mariadbd and redis-server.
+func versusNoRefunds(ctx context.Context, w io.Writer, o load.Options, rounds int) error {
+	none := o
+	none.Refunds, none.BaselineEvents = 0, 0
+	o.BaselineEvents = 0
+	return alternate(ctx, w, rounds, none, o, func(round int, a, b load.Result) string {
+		return fmt.Sprintf("round %d     no refunds %.1f µs/event (%.0f/s), %.2g refunded %.1f µs/event (%.0f/s): CPU per event %.2fx",
+			round, serverCPU(a), a.EventsPerSec, o.Refunds, serverCPU(b), b.EventsPerSec, serverCPU(b)/serverCPU(a))
+	})
+}
+
+// alternate runs rounds of a then b (the machine's load drifts), prints
+// each run, then line's comparison of each round.
+func alternate(ctx context.Context, w io.Writer, rounds int, a, b load.Options, line func(round int, a, b load.Result) string) error {
 	var lines []string
 	for round := 1; round <= rounds; round++ {
 		var got [2]load.Result
-		for k, opts := range []load.Options{uniform, o} {
+		for k, opts := range []load.Options{a, b} {
 			res, err := load.Run(ctx, opts)
 			if err != nil {
 				return err
@@ -183,9 +214,7 @@ func versusUniform(ctx context.Context, w io.Writer, o load.Options, rounds int)
 			fmt.Fprintln(w)
 			got[k] = res
 		}
-		lines = append(lines, fmt.Sprintf("round %d     uniform %.0f/s (%.1f µs/event), hot %.2g with %d shard(s) %.0f/s (%.1f µs/event): %.2fx",
-			round, got[0].EventsPerSec, serverCPU(got[0]), o.Hot, o.Shards, got[1].EventsPerSec, serverCPU(got[1]),
-			got[1].EventsPerSec/got[0].EventsPerSec))
+		lines = append(lines, line(round, got[0], got[1]))
 	}
 	for _, l := range lines {
 		fmt.Fprintln(w, l)

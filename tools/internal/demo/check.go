@@ -71,6 +71,17 @@ func (r *run) outcomes(ctx context.Context, db *gorm.DB) error {
 			r.sum.Outcomes[row.Reason] += row.N
 		}
 	}
+	var refunds []struct {
+		State string
+		N     int64
+	}
+	if err := db.WithContext(ctx).Raw("SELECT state, COUNT(*) AS n FROM quota_refunds GROUP BY state").Scan(&refunds).Error; err != nil {
+		return err
+	}
+	r.sum.Refunds = map[string]int64{}
+	for _, row := range refunds {
+		r.sum.Refunds[row.State] = row.N
+	}
 	r.sum.Outcomes["duplicate (no effect)"] = int64(len(r.traffic.Produced.Valid) - r.sum.Invariants.Checked["valid unique events"])
 	var lat []float64
 	if err := db.WithContext(ctx).Raw("SELECT TIMESTAMPDIFF(MICROSECOND, occurred_at, created_at) / 1000.0 FROM quota_ledger WHERE kind <> 'credit'").Scan(&lat).Error; err != nil {

@@ -2,7 +2,9 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -196,13 +198,59 @@ func (r *run) consume(ctx context.Context) error {
 	writer := workload.NewKafkaWriter(r.st.Brokers, r.st.Topic, r.st.Transport)
 	defer writer.Close()
 	start := time.Now()
+	before, after := r.refunds()
+	if err := r.produceRefunds(ctx, before); err != nil { // they wait for their payments
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.produce(gctx, writer) })
 	g.Go(func() error { return r.follow(gctx) })
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if err := r.produceRefunds(ctx, after); err != nil { // of payments recorded
+		return err
+	}
+	if err := scenario.WaitDrained(ctx, r.st.Client(), r.st.Group+".refunds", r.st.RefundsTopic, nil); err != nil {
+		return fmt.Errorf("demo: refunds not consumed: %w", err)
+	}
 	r.sum.ConsumeTime = time.Since(start)
+	return nil
+}
+
+// refunds are a refund of half (at least 1) of every 4th valid payment of
+// five merchants (the others' caches stay for the corruption to come): those
+// of the second half of the traffic produced before it, the others after it
+// was consumed. Either order ends in the same state.
+func (r *run) refunds() (before, after []kafka.Message) {
+	valid := r.traffic.Produced.Valid
+	ids := workload.MerchantIDs(r.o.Merchants)
+	some := ids[min(1, len(ids)):min(6, len(ids))]
+	seen := map[string]bool{}
+	for i, e := range valid {
+		if seen[e.EventID] || i%4 != 0 || !slices.Contains(some, e.MerchantID) {
+			continue
+		}
+		seen[e.EventID] = true
+		rf := event.RefundCommand{RefundID: "rf-" + e.EventID, EventID: e.EventID, MerchantID: e.MerchantID,
+			Amount: max(1, e.Amount/2), Reason: event.RefundReasonRefund, OccurredAt: e.OccurredAt}
+		m := kafka.Message{Key: []byte(e.MerchantID), Value: rf.Encode()}
+		if i >= len(valid)/2 {
+			before = append(before, m)
+		} else {
+			after = append(after, m)
+		}
+	}
+	r.sum.RefundsBefore, r.sum.RefundsAfter, r.sum.Refunded = len(before), len(after), some
+	return before, after
+}
+
+func (r *run) produceRefunds(ctx context.Context, msgs []kafka.Message) error {
+	w := workload.NewKafkaWriter(r.st.Brokers, r.st.RefundsTopic, r.st.Transport)
+	err := w.WriteMessages(ctx, msgs...)
+	if err = errors.Join(err, w.Close()); err != nil {
+		return fmt.Errorf("demo: produce %d refunds: %w", len(msgs), err)
+	}
 	return nil
 }
 

@@ -27,9 +27,14 @@ type Summary struct {
 	Restarts    int
 	ConsumeTime time.Duration
 
-	Outcomes                           map[string]int64
-	DLQ                                map[dlq.Class]int
-	LatencyP50, LatencyP99, LatencyMax float64 // ms, occurred_at to ledger row
+	Outcomes map[string]int64
+	DLQ      map[dlq.Class]int
+	// RefundsBefore and RefundsAfter were produced before their payments and
+	// after; Refunds counts them by state as recorded.
+	RefundsBefore, RefundsAfter        int
+	Refunds                            map[string]int64
+	Refunded                           []string // the merchants refunded
+	LatencyP50, LatencyP99, LatencyMax float64  // ms, occurred_at to ledger row
 
 	Corrupted  []corruption
 	Reconcile  *reconcile.Report
@@ -69,9 +74,12 @@ func (s *Summary) failure() error {
 		}
 		// A grant drops the quota hash: the merchant granted midway may have had
 		// no event since, a routine missing_key the reconciler hydrates.
+		// So does a refund that gave quota back.
 		routine := 0
-		if found[s.MidwayGrant+" "+string(reconcile.KindMissingKey)] && !slices.Contains(s.Corrupted, corruption{s.MidwayGrant, reconcile.KindMissingKey}) {
-			routine = 1
+		for _, m := range append([]string{s.MidwayGrant}, s.Refunded...) {
+			if found[m+" "+string(reconcile.KindMissingKey)] && !slices.Contains(s.Corrupted, corruption{m, reconcile.KindMissingKey}) {
+				routine++
+			}
 		}
 		if len(s.Reconcile.Findings)-routine != len(s.Corrupted) {
 			errs = append(errs, fmt.Errorf("reconciler reported %d findings for %d corruptions", len(s.Reconcile.Findings), len(s.Corrupted)))
@@ -83,6 +91,9 @@ func (s *Summary) failure() error {
 	}
 	if s.Recheck != nil && (s.Recheck.Status != reconcile.StatusClean || len(s.Recheck.Findings) > 0) {
 		errs = append(errs, fmt.Errorf("second reconciler pass not clean (status %s, %d findings)", s.Recheck.Status, len(s.Recheck.Findings)))
+	}
+	if n := s.RefundsBefore + s.RefundsAfter; s.Refunds["applied"]+s.Refunds["void"] != int64(n) {
+		errs = append(errs, fmt.Errorf("refunds %v, want all %d applied (or void, of a rejected payment)", s.Refunds, n))
 	}
 	want := map[dlq.Class]int{dlq.ClassInvalid: s.Traffic.Malformed, dlq.ClassConflict: s.Traffic.Conflicts}
 	for c, n := range want {
@@ -113,6 +124,10 @@ func (s *Summary) Write(w io.Writer) {
 	fmt.Fprintf(w, "outcomes    ")
 	for _, k := range slices.Sorted(maps.Keys(s.Outcomes)) {
 		fmt.Fprintf(w, " %s=%d", k, s.Outcomes[k])
+	}
+	fmt.Fprintf(w, "\nrefunds      %d before their payment, %d after:", s.RefundsBefore, s.RefundsAfter)
+	for _, k := range slices.Sorted(maps.Keys(s.Refunds)) {
+		fmt.Fprintf(w, " %s=%d", k, s.Refunds[k])
 	}
 	fmt.Fprintf(w, "\ndead letters")
 	for _, c := range slices.Sorted(maps.Keys(s.DLQ)) {

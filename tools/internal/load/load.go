@@ -49,7 +49,11 @@ type Options struct {
 	Hot       float64 // share of the events of merchant m-000000; 0: uniform
 	Shards    int     // quota shards of m-000000 (default 1: not sharded)
 	Events    int     // default 200,000
-	Seed      uint64
+	// Refunds is the share of the payments refunded (0..1): each refund,
+	// of a random part of its payment, is preloaded on the refunds topic
+	// after the payments and counts as an event.
+	Refunds float64
+	Seed    uint64
 	// LedgerRows pre-fills quota_ledger with this many debit rows (and
 	// merchant_balance to match) before the run: the growth figure.
 	LedgerRows int
@@ -112,6 +116,7 @@ func (o Options) Validate() error {
 	check(o.Partitions >= 1 && o.Partitions <= 64, "partitions %d: 1..64", o.Partitions)
 	check(o.Merchants >= 1 && o.Merchants <= 1_000_000, "merchants %d: 1..1000000", o.Merchants)
 	check(!(o.Hot < 0 || o.Hot > 1), "hot %v: 0..1", o.Hot)
+	check(!(o.Refunds < 0 || o.Refunds > 1) && (o.Refunds == 0 || o.Rate == 0), "refunds %v: 0..1, preloaded only (no --rate)", o.Refunds)
 	check(o.Shards >= 1 && o.Shards <= shard.Max, "shards %d: 1..%d", o.Shards, shard.Max)
 	check(o.Events >= 1 && o.LedgerRows >= 0 && o.BaselineEvents >= 0,
 		"events %d, ledger rows %d, baseline events %d: events positive, the others not negative", o.Events, o.LedgerRows, o.BaselineEvents)
@@ -131,7 +136,8 @@ type Result struct {
 	Setup     Setup     `json:"setup"`
 	Host      Host      `json:"host"`
 
-	Events   int     `json:"events"`
+	Events   int     `json:"events"` // payments and refunds
+	Refunds  int     `json:"refunds,omitempty"`
 	Rows     int64   `json:"ledger_rows_written"` // by the run: one per event
 	FillS    float64 `json:"ledger_prefill_s,omitempty"`
 	PreloadS float64 `json:"preload_s,omitempty"`
@@ -177,6 +183,7 @@ type Setup struct {
 	Partitions   int      `json:"partitions"`
 	Merchants    int      `json:"merchants"`
 	Hot          float64  `json:"hot_share"`
+	RefundShare  float64  `json:"refund_share,omitempty"`
 	Shards       int      `json:"hot_shards"`
 	Seed         uint64   `json:"seed"`
 	Workers      int      `json:"workers"`

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/workload"
 )
@@ -55,7 +56,7 @@ func (r *run) all(ctx context.Context) error {
 	o, st := r.o, r.st
 	r.res.Setup = Setup{
 		Database: st.DBName, KeyPrefix: st.Prefix, Topic: st.Topic, Brokers: st.Brokers, Embedded: st.Cluster != nil,
-		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Shards: o.Shards, Seed: o.Seed, Workers: o.Workers,
+		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, RefundShare: o.Refunds, Shards: o.Shards, Seed: o.Seed, Workers: o.Workers,
 		WorkerBinary: o.WorkerBinary, WorkerEnv: o.WorkerEnv, LedgerRows: o.LedgerRows, OrderedIDs: o.OrderedIDs, Rate: o.Rate,
 	}
 	r.res.Host = host(ctx, st)
@@ -108,8 +109,50 @@ func (r *run) preload(ctx context.Context, t *target) error {
 		return err
 	}
 	t.set(r.fill.debited + st.Summary.Amount)
+	if r.o.Refunds > 0 {
+		if r.res.Refunds, err = r.preloadRefunds(ctx, start); err != nil {
+			return err
+		}
+		r.res.Events += r.res.Refunds
+	}
 	r.res.PreloadS = time.Since(start).Seconds()
 	return nil
+}
+
+// preloadRefunds writes a refund of half (at least 1) of every payment of a
+// share of the run's (the same stream again, from the seed) to the refunds
+// topic, and returns how many.
+func (r *run) preloadRefunds(ctx context.Context, start time.Time) (int, error) {
+	g, err := workload.New(r.workloadConfig(start, true))
+	if err != nil {
+		return 0, err
+	}
+	var msgs []kafka.Message
+	for i := range r.o.Events {
+		m := g.Next()
+		if m.Kind != workload.Valid || int(float64(i+1)*r.o.Refunds) == int(float64(i)*r.o.Refunds) {
+			continue
+		}
+		e := m.Event
+		rf := event.RefundCommand{RefundID: "rf-" + e.EventID, EventID: e.EventID, MerchantID: e.MerchantID,
+			Amount: max(1, e.Amount/2), Reason: event.RefundReasonRefund, OccurredAt: e.OccurredAt}
+		msgs = append(msgs, kafka.Message{Key: m.Key, Value: rf.Encode()})
+	}
+	w := workload.NewKafkaWriter(r.st.Brokers, r.st.RefundsTopic, r.st.Transport)
+	err = w.WriteMessages(ctx, msgs...)
+	if err = errors.Join(err, w.Close()); err != nil {
+		return 0, fmt.Errorf("load: preload %d refunds: %w", len(msgs), err)
+	}
+	return len(msgs), nil
+}
+
+// workloadConfig is the run's stream of payments from start on.
+func (r *run) workloadConfig(start time.Time, unpaced bool) workload.Config {
+	cfg := workload.Config{Seed: r.o.Seed, Merchants: r.o.Merchants, Skew: workload.HotSkew(r.o.Hot), IDPrefix: r.idPfx, Start: start}
+	if !unpaced {
+		cfg.Step = time.Duration(float64(time.Second) / r.o.Rate)
+	}
+	return cfg
 }
 
 // produced is what the producer did: its own stats and, paced, when the
@@ -125,10 +168,7 @@ type produced struct {
 // produce writes the run's events, from start on (unpaced: all at once), and
 // returns once the broker acknowledged every one.
 func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produced, error) {
-	cfg := workload.Config{Seed: r.o.Seed, Merchants: r.o.Merchants, Skew: workload.HotSkew(r.o.Hot), IDPrefix: r.idPfx, Start: start}
-	if !unpaced {
-		cfg.Step = time.Duration(float64(time.Second) / r.o.Rate)
-	}
+	cfg := r.workloadConfig(start, unpaced)
 	g, err := workload.New(cfg)
 	if err != nil {
 		return produced{}, err
@@ -224,6 +264,9 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	g.Go(func() error {
 		var err error
 		end, err = waitLedger(gctx, r.st.db, t, r.workers, o.Stall, o.Log)
+		if err == nil && r.res.Refunds > 0 {
+			end, err = waitRefunds(gctx, r.st.db, r.res.Refunds, o.Stall)
+		}
 		return err
 	})
 	if err := g.Wait(); err != nil {
@@ -234,9 +277,9 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	r.res.LedgerRetries = ledgerRetries(r.res.Memory)
 	window := end.Sub(start)
 	r.res.ElapsedS = window.Seconds()
-	r.res.EventsPerSec = float64(o.Events) / window.Seconds()
-	r.res.CPU, r.res.SystemUSPerEvent, r.res.Machine = m.results(o.Events, window)
-	if r.res.InnoDB, err = innoDB(ctx, r.st.db, counters, o.Events); err != nil {
+	r.res.EventsPerSec = float64(r.res.Events) / window.Seconds()
+	r.res.CPU, r.res.SystemUSPerEvent, r.res.Machine = m.results(r.res.Events, window)
+	if r.res.InnoDB, err = innoDB(ctx, r.st.db, counters, r.res.Events); err != nil {
 		return err
 	}
 	if err := r.stopWorkers(); err != nil {
@@ -254,8 +297,8 @@ func (r *run) check(ctx context.Context, start, end, schedStart time.Time, paced
 		return err
 	}
 	r.res.Rows = rows
-	if rows != int64(o.Events) || rejected != 0 {
-		return fmt.Errorf("load: %d ledger rows (%d rejected) for %d events: want one debit per event", rows, rejected, o.Events)
+	if rows != int64(r.res.Events) || rejected != 0 {
+		return fmt.Errorf("load: %d ledger rows (%d rejected) for %d events: want one debit per payment and one refund row per refund", rows, rejected, r.res.Events)
 	}
 	r.res.FirstRowS = first.Sub(start).Seconds()
 	if span := last.Sub(first).Seconds(); span > 0 {

@@ -181,3 +181,31 @@ func summarize(us []int64) Latency {
 	}
 	return l
 }
+
+// waitRefunds waits until n refunds are applied, and returns when it saw
+// them; it fails when none was applied for stall.
+func waitRefunds(ctx context.Context, db *sql.DB, n int, stall time.Duration) (time.Time, error) {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	last, moved := -1, time.Now()
+	for {
+		var applied int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM quota_refunds WHERE state = 'applied'").Scan(&applied); err != nil {
+			return time.Time{}, fmt.Errorf("load: count applied refunds: %w", err)
+		}
+		now := time.Now()
+		switch {
+		case applied >= n:
+			return now, nil
+		case applied != last:
+			last, moved = applied, now
+		case now.Sub(moved) > stall:
+			return time.Time{}, fmt.Errorf("load: %d of %d refunds applied, none for %v", applied, n, stall)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
