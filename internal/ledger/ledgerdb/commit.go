@@ -97,6 +97,9 @@ func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 					return err
 				}
 				evs = s.batchEvents(append(slices.Clip(rows), refunds...), after)
+				if err := s.billedBase(ctx, tx, refunds); err != nil {
+					return err
+				}
 			}
 			wrote = len(evs) > 0
 			return s.writeOutbox(ctx, tx, evs)

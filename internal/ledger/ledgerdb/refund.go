@@ -184,7 +184,28 @@ func (s *Store) recordRefunds(ctx context.Context, tx *sql.Tx, refunds []ledger.
 		return false, err
 	}
 	evs := s.batchEvents(append(settled, rows...), bals)
+	if err := s.billedBase(ctx, tx, append(settled, rows...)); err != nil {
+		return false, err
+	}
 	return len(evs) > 0, s.writeOutbox(ctx, tx, evs)
+}
+
+// billedBase sets the base of percentage thresholds after refund rows that
+// billed overage (ledger.RowEvents: a billed row starts a base, a refund row
+// keeps it), after their events were computed from the base before.
+func (s *Store) billedBase(ctx context.Context, tx *sql.Tx, rows []ledger.Row) error {
+	base := map[string]int64{}
+	for _, r := range rows {
+		if r.Kind == ledger.KindBilled && r.BalanceAfter != nil {
+			base[r.MerchantID] = *r.BalanceAfter
+		}
+	}
+	for _, m := range slices.Sorted(maps.Keys(base)) {
+		if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET low_base = ? WHERE merchant_id = ?", []any{base[m], m}); err != nil {
+			return fmt.Errorf("ledger: base of %s after a refund: %w", m, err)
+		}
+	}
+	return nil
 }
 
 func refundedOf(rec ledger.RefundRecord) ledger.Refunded {
