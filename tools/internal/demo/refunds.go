@@ -24,7 +24,7 @@ import (
 type refundsSummary struct {
 	Messages, IDs, Early int // refund messages, refund ids, ids sent ahead of their payment
 	States               map[ledger.RefundState]int
-	Beyond               int // refunds with a part beyond their debit
+	Beyond               int // refunds applied with a part beyond their debit
 	DeadLettered         int // refund messages dead-lettered (by provenance): their conflicts
 	Mismatch             []string
 }
@@ -132,9 +132,11 @@ func (r *run) checkRefunds(ctx context.Context, db *gorm.DB, records []dlq.Recor
 	for _, rec := range recs {
 		s.States[rec.State]++
 		taken[rec.EventID] += rec.Taken
-		if rec.Beyond > 0 {
-			s.Beyond++
+		if rec.Beyond > 0 { // applied beyond the debit, or void (all of it)
 			beyond[rec.RefundID] = true
+			if rec.State == ledger.RefundApplied {
+				s.Beyond++
+			}
 		}
 		if !ids[rec.RefundID] {
 			fail("refund %s recorded, never sent", rec.RefundID)
