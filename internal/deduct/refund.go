@@ -20,7 +20,7 @@ import (
 //
 // Per refund: Applied (Refunded says what came back), Waiting (its payment
 // is not recorded: it applies with it), Void (its payment was rejected),
-// Duplicate; Conflict (with the part within the debit applied, if any),
+// Duplicate (the drop is redone, as for a grant); Conflict (with the part within the debit applied, if any),
 // Invalid or Refused with a permanent Err. A returned error concerns the
 // whole batch: permanent (refused) or transient; the same batch again is safe.
 func (d *Deductor) RefundBatch(ctx context.Context, refunds []event.RefundCommand) ([]Result, error) {
@@ -61,7 +61,8 @@ func (d *Deductor) RefundBatch(ctx context.Context, refunds []event.RefundComman
 			var back []string
 			for j, o := range out {
 				results[at[j]] = refundResult(o)
-				if o.Record.State == ledger.RefundApplied && o.Record.Returned > 0 && !o.Duplicate {
+				// A duplicate's drop is redone: it completes an interrupted refund.
+				if o.Record.State == ledger.RefundApplied && o.Record.Returned > 0 {
 					back = append(back, o.Record.MerchantID)
 				}
 			}
