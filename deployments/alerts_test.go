@@ -80,6 +80,10 @@ func alertCases() map[string][]alertCase {
 			{"lost", `billing_idgen_lease_renew_failures_total{reason="lost",instance="w0"} 0x5 1x10`, 8 * time.Minute, true},
 			{"renew errors only", `billing_idgen_lease_renew_failures_total{reason="error",instance="w0"} 0+1x10`, 8 * time.Minute, false},
 		},
+		"BillingWorkerSteppedAside": {
+			{"aside for ten minutes", `billing_idgen_stepped_aside{instance="w0"} 0x2 1x12`, 12 * time.Minute, true},
+			{"aside for two minutes", `billing_idgen_stepped_aside{instance="w0"} 0x2 1x2 0x10`, 12 * time.Minute, false},
+		},
 		"BillingIDGenLeaseRenewErrors": {
 			{"renew errors", `billing_idgen_lease_renew_failures_total{reason="error",instance="w0"} 0+1x20`, 15 * time.Minute, true},
 			{"one lost lease", `billing_idgen_lease_renew_failures_total{reason="lost",instance="w0"} 0x5 1x15`, 15 * time.Minute, false},
@@ -122,6 +126,16 @@ func alertCases() map[string][]alertCase {
 			{"CronJob not succeeding", `kube_cronjob_status_last_successful_time{cronjob="billing-reconciler",namespace="billing"} 0x40`, 40 * time.Minute, true},
 			{"loop running", `billing_reconcile_last_run_timestamp_seconds 0+60x40`, 40 * time.Minute, false},
 			{"CronJob succeeding", `kube_cronjob_status_last_successful_time{cronjob="prod-billing-reconciler",namespace="billing"} 0+60x40`, 40 * time.Minute, false},
+		},
+		"BillingStatementsNotExported": {
+			{"the last run failed", "kube_cronjob_status_last_schedule_time{namespace=\"billing\",cronjob=\"billing-statements\"} 3600x200\n" +
+				"kube_cronjob_status_last_successful_time{namespace=\"billing\",cronjob=\"billing-statements\"} 60x200", 150 * time.Minute, true},
+			{"never succeeded", `kube_cronjob_status_last_schedule_time{namespace="billing",cronjob="prod-billing-statements"} 3600x200`, 150 * time.Minute, true},
+			{"a run that took 40 minutes", "kube_cronjob_status_last_schedule_time{namespace=\"billing\",cronjob=\"billing-statements\"} 0x59 3600x140\n" +
+				"kube_cronjob_status_last_successful_time{namespace=\"billing\",cronjob=\"billing-statements\"} 60x99 6000x100", 180 * time.Minute, false},
+			{"succeeding", "kube_cronjob_status_last_schedule_time{namespace=\"billing\",cronjob=\"billing-statements\"} 3600x200\n" +
+				"kube_cronjob_status_last_successful_time{namespace=\"billing\",cronjob=\"billing-statements\"} 3700x200", 150 * time.Minute, false},
+			{"the reconciler's CronJob", `kube_cronjob_status_last_schedule_time{namespace="billing",cronjob="billing-reconciler"} 3600x200`, 150 * time.Minute, false},
 		},
 		"BillingReconcilerUnmonitored": {
 			{"nothing to see", `up{job="prometheus"} 1x80`, 70 * time.Minute, true},

@@ -90,7 +90,8 @@ func helmEverything() map[string]any {
 			"prometheusRule": map[string]any{"enabled": true},
 			"dashboard":      map[string]any{"enabled": true},
 		},
-		"admin": map[string]any{"enabled": true},
+		"admin":      map[string]any{"enabled": true},
+		"statements": map[string]any{"enabled": true, "persistentVolumeClaim": "billing-statements"},
 	}
 }
 

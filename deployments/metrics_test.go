@@ -19,6 +19,8 @@ import (
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/reconcile"
+	"github.com/quotaflow/billing/internal/statement"
+	"github.com/quotaflow/billing/internal/stepaside"
 	"github.com/quotaflow/billing/internal/worker"
 )
 
@@ -34,6 +36,8 @@ func metricSources() map[string]func(prometheus.Registerer) error {
 		"lock":      func(r prometheus.Registerer) error { _, err := lock.NewMetrics(r); return err },
 		"reconcile": func(r prometheus.Registerer) error { _, err := reconcile.NewMetrics(r); return err },
 		"outbox":    func(r prometheus.Registerer) error { _, err := outbox.NewMetrics(r); return err },
+		"statement": func(r prometheus.Registerer) error { _, err := statement.NewMetrics(r); return err },
+		"stepaside": func(r prometheus.Registerer) error { _, err := stepaside.NewMetrics(r); return err },
 	}
 }
 
@@ -57,6 +61,7 @@ var targetLabels = []string{"instance", "job", "namespace"}
 var externalMetrics = map[string][]string{
 	"kafka_consumergroup_lag":                  {"consumergroup", "topic", "partition"},
 	"kube_cronjob_status_last_successful_time": {"cronjob", "namespace"},
+	"kube_cronjob_status_last_schedule_time":   {"cronjob", "namespace"},
 	"kube_job_status_failed":                   {"job_name", "namespace"},
 	"kube_job_status_succeeded":                {"job_name", "namespace"},
 	"kube_job_status_active":                   {"job_name", "namespace"},

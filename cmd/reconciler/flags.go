@@ -18,6 +18,7 @@ const usage = `reconciler: compare every merchant's Redis quota with MySQL, repo
 
   reconciler [--once] [--dry-run] [--merchant M,..] [--fail-on-repair] [--output text|json] ...
   reconciler --every 5m [...]
+  reconciler export --from T1 --to T2 [...]   (statements: reconciler export --help)
 
 Exit code of a single run: 0 clean or every drift repaired, 1 drift left (dry run,
 over --repair-ceiling, critical or aborted), 2 bad command line or environment,
@@ -45,14 +46,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.FailOnRepair, "fail-on-repair", false, "exit 4 when the run repaired drift (default: 0, as clean)")
 	fs.DurationVar(&o.Every, "every", 0, "run in a loop with this period (e.g. 5m) until SIGTERM")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "report only: never write Redis (audit rows are written)")
-	fs.Func("merchant", "check only this merchant (repeatable, or comma-separated)", func(v string) error {
-		for _, m := range strings.Split(v, ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				c.Merchants = append(c.Merchants, m)
-			}
-		}
-		return nil
-	})
+	merchantsFlag(fs, "check only this merchant (repeatable, or comma-separated)", &c.Merchants)
 	fs.IntVar(&c.Concurrency, "concurrency", reconcile.DefaultConcurrency, "pages of merchants checked at once")
 	fs.IntVar(&c.PageSize, "page", reconcile.DefaultPageSize, "merchants per page")
 	fs.DurationVar(&c.Grace, "grace", reconcile.DefaultGrace, "pending deductions younger than this are in-flight work, not drift")
@@ -78,4 +72,16 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		return options{}, fs.Fail("%v", err)
 	}
 	return o, nil
+}
+
+// merchantsFlag registers --merchant, repeatable or comma-separated, into dst.
+func merchantsFlag(fs *cli.FlagSet, usage string, dst *[]string) {
+	fs.Func("merchant", usage, func(v string) error {
+		for _, m := range strings.Split(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				*dst = append(*dst, m)
+			}
+		}
+		return nil
+	})
 }

@@ -6,6 +6,11 @@
 // or environment, 3 the run failed, 4 drift repaired with --fail-on-repair.
 // A missing quota hash is reported and hydrated, never drift. The loop exits
 // 0 on SIGTERM.
+//
+// `reconciler export` writes the statements of a period (see exportUsage):
+// the reconciler's job is to tie billing's books out, and it already runs as
+// a CronJob with the database and Redis it needs; billingctl is for an
+// operator's hand.
 package main
 
 import (
@@ -47,6 +52,9 @@ func main() {
 
 // run is the whole program but for the process: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) > 0 && args[0] == "export" {
+		return runExport(ctx, args[1:], stdout, stderr, getenv)
+	}
 	opts, err := parseFlags(args, stdout, stderr)
 	if err != nil {
 		return cli.Code(err)

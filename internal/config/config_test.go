@@ -56,6 +56,11 @@ func TestValid(t *testing.T) {
 				t.Errorf("worker id %d", c.IDGen.WorkerID)
 			}
 		}},
+		{"step-aside bound", map[string]string{"IDGEN_WORKER_ID": "7", "IDGEN_STEP_ASIDE_AFTER": "2s"}, []Need{NeedWorkerID}, func(t *testing.T, c Config) {
+			if c.IDGen.StepAsideAfter != 2*time.Second {
+				t.Errorf("step-aside bound %v", c.IDGen.StepAsideAfter)
+			}
+		}},
 		{"pod ordinal plus base", map[string]string{"POD_NAME": "billing-worker-3", "IDGEN_WORKER_ID_BASE": "100", "IDGEN_WORKER_ID_COUNT": "50"}, []Need{NeedWorkerID}, func(t *testing.T, c Config) {
 			if c.IDGen.WorkerID != 103 {
 				t.Errorf("worker id %d", c.IDGen.WorkerID)
@@ -71,9 +76,9 @@ func TestValid(t *testing.T) {
 				t.Errorf("sasl %+v", c.Kafka.SASL)
 			}
 		}},
-		{"durations", map[string]string{"LOCK_TTL": "2s", "WORKER_BATCH_WAIT": "0s"}, nil, func(t *testing.T, c Config) {
-			if c.LockTTL != 2*time.Second || c.Worker.BatchWait != 0 {
-				t.Errorf("lock %v wait %v", c.LockTTL, c.Worker.BatchWait)
+		{"durations", map[string]string{"LOCK_TTL": "2s", "WORKER_LATENCY_BUDGET": "0s"}, nil, func(t *testing.T, c Config) {
+			if c.LockTTL != 2*time.Second || c.Worker.LatencyBudget != 0 {
+				t.Errorf("lock %v budget %v", c.LockTTL, c.Worker.LatencyBudget)
 			}
 		}},
 	}
@@ -106,6 +111,8 @@ func TestInvalidNamesVariableAndValue(t *testing.T) {
 		{"pod ordinal past count", map[string]string{"POD_NAME": "w-8", "IDGEN_WORKER_ID_COUNT": "8"}, []Need{NeedWorkerID}, []string{`POD_NAME="w-8"`}},
 		{"pod without ordinal", map[string]string{"POD_NAME": "worker"}, []Need{NeedWorkerID}, []string{`POD_NAME="worker"`}},
 		{"no worker id", nil, []Need{NeedWorkerID}, []string{"IDGEN_WORKER_ID", "POD_NAME"}},
+		{"step-aside bound range", map[string]string{"IDGEN_WORKER_ID": "1", "IDGEN_STEP_ASIDE_AFTER": "10ms"}, []Need{NeedWorkerID}, []string{`IDGEN_STEP_ASIDE_AFTER="10ms"`, "outside"}},
+		{"bad step-aside bound", map[string]string{"IDGEN_WORKER_ID": "1", "IDGEN_STEP_ASIDE_AFTER": "soon"}, []Need{NeedWorkerID}, []string{`IDGEN_STEP_ASIDE_AFTER="soon"`, "duration"}},
 		{"sasl without user", map[string]string{"KAFKA_SASL_MECHANISM": "plain"}, nil, []string{"KAFKA_SASL_USERNAME"}},
 		{"bad sasl", map[string]string{"KAFKA_SASL_MECHANISM": "kerberos"}, nil, []string{`KAFKA_SASL_MECHANISM="kerberos"`}},
 		{"braces in prefix", map[string]string{"REDIS_KEY_PREFIX": "a{b}"}, nil, []string{"REDIS_KEY_PREFIX"}},
@@ -116,6 +123,8 @@ func TestInvalidNamesVariableAndValue(t *testing.T) {
 		{"grants on the payment topic", map[string]string{"KAFKA_GRANTS_TOPIC": "payment.succeeded"}, nil, []string{`KAFKA_GRANTS_TOPIC="payment.succeeded"`}},
 		{"bad grants topic", map[string]string{"KAFKA_GRANTS_TOPIC": "quota grants"}, nil, []string{`KAFKA_GRANTS_TOPIC="quota grants"`}},
 		{"bad http addr", map[string]string{"HTTP_ADDR": "9100"}, nil, []string{`HTTP_ADDR="9100"`}},
+		{"latency budget range", map[string]string{"WORKER_LATENCY_BUDGET": "-5ms"}, nil, []string{`WORKER_LATENCY_BUDGET="-5ms"`}},
+		{"batch wait is gone", map[string]string{"WORKER_BATCH_WAIT": "5ms"}, nil, []string{`WORKER_BATCH_WAIT="5ms"`, "WORKER_LATENCY_BUDGET"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,6 +164,19 @@ func TestRedactDSN(t *testing.T) {
 	got := RedactDSN("billing:s3cret@tcp(db:3306)/billing?parseTime=true&tls=true")
 	if strings.Contains(got, "s3cret") || !strings.Contains(got, "billing:xxxxx@tcp(db:3306)/billing") {
 		t.Fatalf("RedactDSN = %q", got)
+	}
+}
+
+// The relay's wake channel is named by the DSN's database.
+func TestMySQLDatabase(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"billing:s3cret@tcp(db:3306)/billing_eu?parseTime=true": "billing_eu",
+		"root@tcp(127.0.0.1:3306)/":                             "",
+		"not a dsn":                                             "",
+	} {
+		if got := (MySQL{DSN: dsn}).Database(); got != want {
+			t.Errorf("Database(%q) = %q, want %q", dsn, got, want)
+		}
 	}
 }
 

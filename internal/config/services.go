@@ -74,6 +74,15 @@ type MySQL struct {
 // Redacted is the DSN with its password masked, safe for logs and errors.
 func (m MySQL) Redacted() string { return RedactDSN(m.DSN) }
 
+// Database is the database the DSN names (Load refuses a DSN without one).
+func (m MySQL) Database() string {
+	cfg, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		return ""
+	}
+	return cfg.DBName
+}
+
 // RedactDSN masks the password of a go-sql-driver DSN.
 func RedactDSN(dsn string) string {
 	cfg, err := mysql.ParseDSN(dsn)

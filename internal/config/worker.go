@@ -17,15 +17,18 @@ type IDGen struct {
 	Base     int
 	Count    int
 	LeaseTTL time.Duration
-	PodName  string
-	PodIP    string
+	// StepAsideAfter is how long the generator may refuse before the worker
+	// leaves its consumer groups and the relay, until it issues again.
+	StepAsideAfter time.Duration
+	PodName        string
+	PodIP          string
 }
 
 // Worker tunes the consumer.
 type Worker struct {
 	Lanes           int
 	BatchSize       int
-	BatchWait       time.Duration
+	LatencyBudget   time.Duration
 	MaxInFlight     int
 	CommitInterval  time.Duration
 	MaxAttempts     int
@@ -42,12 +45,13 @@ type Worker struct {
 
 func (p *parser) idgen(required bool) IDGen {
 	g := IDGen{
-		Base:     p.integer("IDGEN_WORKER_ID_BASE", 0, 0, MaxWorkerID),
-		Count:    p.integer("IDGEN_WORKER_ID_COUNT", MaxWorkerID+1, 1, MaxWorkerID+1),
-		LeaseTTL: p.duration("IDGEN_LEASE_TTL", 30*time.Second, time.Second, 10*time.Minute),
-		PodName:  p.str("POD_NAME", ""),
-		PodIP:    p.str("POD_IP", ""),
-		WorkerID: -1,
+		Base:           p.integer("IDGEN_WORKER_ID_BASE", 0, 0, MaxWorkerID),
+		Count:          p.integer("IDGEN_WORKER_ID_COUNT", MaxWorkerID+1, 1, MaxWorkerID+1),
+		LeaseTTL:       p.duration("IDGEN_LEASE_TTL", 30*time.Second, time.Second, 10*time.Minute),
+		StepAsideAfter: p.duration("IDGEN_STEP_ASIDE_AFTER", 5*time.Second, 100*time.Millisecond, 10*time.Minute),
+		PodName:        p.str("POD_NAME", ""),
+		PodIP:          p.str("POD_IP", ""),
+		WorkerID:       -1,
 	}
 	if g.Base+g.Count > MaxWorkerID+1 {
 		p.fail("IDGEN_WORKER_ID_COUNT", strconv.Itoa(g.Count), fmt.Sprintf("with IDGEN_WORKER_ID_BASE=%d goes past worker ID %d", g.Base, MaxWorkerID))
@@ -97,12 +101,15 @@ func (p *parser) worker() Worker {
 	w := Worker{
 		Lanes:            p.integer("WORKER_LANES", 2, 1, 1024),
 		BatchSize:        p.integer("WORKER_BATCH_SIZE", 2048, 1, 10000),
-		BatchWait:        p.duration("WORKER_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
+		LatencyBudget:    p.duration("WORKER_LATENCY_BUDGET", 50*time.Millisecond, 0, 10*time.Second),
 		CommitInterval:   p.duration("WORKER_COMMIT_INTERVAL", time.Second, 10*time.Millisecond, 5*time.Minute),
 		MaxAttempts:      p.integer("WORKER_MAX_ATTEMPTS", 5, 1, 1000),
 		ShutdownTimeout:  p.duration("SHUTDOWN_TIMEOUT", 10*time.Second, time.Second, 10*time.Minute),
 		ShardedAnyKey:    p.boolean("WORKER_SHARDED_ANY_KEY", false),
 		RefundPendingAge: p.duration("WORKER_REFUND_PENDING_AGE", 24*time.Hour, time.Minute, 365*24*time.Hour),
+	}
+	if v := p.getenv("WORKER_BATCH_WAIT"); v != "" { // read raw: not a variable any more
+		p.fail("WORKER_BATCH_WAIT", v, "is gone: lanes batch against WORKER_LATENCY_BUDGET")
 	}
 	w.MaxInFlight = p.integer("WORKER_MAX_INFLIGHT", defaultMaxInFlight(w.Lanes, w.BatchSize), 1, 1_000_000)
 	return w

@@ -28,7 +28,7 @@ func BenchmarkConsume(b *testing.B) {
 		return nil, nil
 	})
 	cfg := Config{Brokers: c.k.Brokers, Topic: topic, Group: "g-" + topic, DLQTopic: dlqTopic,
-		BatchWait: 5 * time.Millisecond, SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond,
+		LatencyBudget: 5 * time.Millisecond, SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond,
 		RebalanceTimeout: 2 * time.Second}
 	b.ResetTimer()
 	began := time.Now()

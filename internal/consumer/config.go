@@ -22,8 +22,15 @@ type Config struct {
 	// the other prepares; the ledger writes at most one full batch at a time,
 	// so more lanes only cut the traffic into smaller, costlier batches).
 	Lanes     int
-	BatchSize int           // most items per handler call (default 2048)
-	BatchWait time.Duration // how long an idle lane waits to fill a batch; 0 takes only what is already queued
+	BatchSize int // most items per handler call (default 2048)
+	// LatencyBudget is how long a batch's oldest message may take from its
+	// fetch to the handler's return: a lane holds a batch that is not full
+	// until its oldest message has waited the budget less the lane's recent
+	// handling time, so that a low rate still makes batches of many messages
+	// (each batch pays the handler's fixed round trips). A full batch, or one
+	// whose oldest message already waited that long (a backlog), goes at
+	// once. 0 takes only what is already queued.
+	LatencyBudget time.Duration
 	// MaxInFlightPerPartition bounds the messages of a partition between
 	// fetch and commit; a full window pauses that partition's fetch (default
 	// two batches per lane: 2 x Lanes x BatchSize).
@@ -52,11 +59,17 @@ type Config struct {
 	// ShutdownTimeout, so that the final commit fits in the shutdown bound).
 	GroupTimeout time.Duration
 
-	MaxWait time.Duration // fetch: longest wait for a first byte (default 100ms)
+	// MaxWait is how long a fetch waits on the broker for a first byte
+	// (default 500ms, Kafka's fetch.max.wait.ms): an idle partition costs a
+	// fetch per MaxWait, and closing a reader may wait one out.
+	MaxWait time.Duration
 
 	// Tracer makes a span of each lane batch and dead-letter write; nil
 	// (tracing off) makes none and reads no header.
 	Tracer trace.Tracer
+
+	// Gate decides when the consumer is a group member (see Gate); nil: always.
+	Gate Gate
 }
 
 func (c *Config) setDefaults() {
@@ -68,7 +81,7 @@ func (c *Config) setDefaults() {
 	c.SessionTimeout, c.HeartbeatInterval = cmp.Or(c.SessionTimeout, 30*time.Second), cmp.Or(c.HeartbeatInterval, 3*time.Second)
 	c.RebalanceTimeout, c.JoinGroupBackoff = cmp.Or(c.RebalanceTimeout, 30*time.Second), cmp.Or(c.JoinGroupBackoff, 2*time.Second)
 	c.GroupTimeout = cmp.Or(c.GroupTimeout, min(5*time.Second, c.ShutdownTimeout/5))
-	c.MaxWait = cmp.Or(c.MaxWait, 100*time.Millisecond)
+	c.MaxWait = cmp.Or(c.MaxWait, 500*time.Millisecond)
 }
 
 // Validate reports every invalid field of c with its defaults applied, joined.
@@ -104,8 +117,8 @@ func (c Config) Validate() error {
 			bad("%s = %d, want >= 1", n.name, n.v)
 		}
 	}
-	if c.BatchWait < 0 {
-		bad("BatchWait = %v, want >= 0", c.BatchWait)
+	if c.LatencyBudget < 0 {
+		bad("LatencyBudget = %v, want >= 0", c.LatencyBudget)
 	}
 	for _, d := range []struct {
 		name string

@@ -14,7 +14,7 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if c.Lanes != 2 || c.BatchSize != 2048 || c.MaxAttempts != 5 || c.ShutdownTimeout != 10*time.Second ||
 		c.CommitInterval != time.Second || c.MaxInFlightPerPartition != 8192 || c.GroupTimeout != 2*time.Second ||
-		c.BatchWait != 0 || c.MaxWait != 100*time.Millisecond {
+		c.LatencyBudget != 0 || c.MaxWait != 500*time.Millisecond {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 }
@@ -38,8 +38,8 @@ func TestConfigValidate(t *testing.T) {
 			[]string{"BackoffMax 1ms < BackoffInitial 1s"}},
 		{"heartbeat not below session", func(c *Config) { c.HeartbeatInterval = 30 * time.Second },
 			[]string{"HeartbeatInterval 30s >= SessionTimeout 30s"}},
-		{"negative durations", func(c *Config) { c.BatchWait, c.ShutdownTimeout = -1, -1 },
-			[]string{"BatchWait = -1ns", "ShutdownTimeout = -1ns"}},
+		{"negative durations", func(c *Config) { c.LatencyBudget, c.ShutdownTimeout = -1, -1 },
+			[]string{"LatencyBudget = -1ns", "ShutdownTimeout = -1ns"}},
 		{"empty broker", func(c *Config) { c.Brokers = []string{"a:1", ""} }, []string{"Brokers[1] is empty"}},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,8 @@
 // healthy is dead-lettered as exhausted after MaxAttempts. Dead-lettering is
 // at least once, as Spring Kafka's DLT: an offset is committed only after the
 // dead-letter topic acknowledged its record, keyed by provenance (package dlq).
+// An optional Gate takes the consumer out of its group and back in (a worker
+// that cannot write steps aside).
 package consumer
 
 import (
@@ -115,25 +117,24 @@ func New[T any](cfg Config, decode Decoder[T], h Handler[T], probe Probe, logger
 	}, nil
 }
 
+// Gate decides group membership: Admit blocks until the consumer may be a
+// member and returns a context, derived from ctx, that ends when it must
+// leave; release frees that context. A nil Gate admits for as long as Run runs.
+type Gate interface {
+	Admit(ctx context.Context) (member context.Context, release context.CancelFunc, err error)
+}
+
 // Run consumes until ctx ends, then stops fetching, lets in-flight batches
 // finish (abandoning, uncommitted, those running after most of
 // ShutdownTimeout), commits what is done and leaves the group. It returns nil
 // within ShutdownTimeout of ctx ending (a group Close that outlasts it is left
-// to its network timeouts), an error only when it cannot start.
+// to its network timeouts), an error only when it cannot start. When the
+// Gate's member context ends first, it leaves the group the same way (its
+// partitions go to the other members), reports ErrLeft, and waits for the
+// Gate to admit it again.
 func (c *Consumer[T]) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
-	}
-	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: c.cfg.Group, Brokers: c.cfg.Brokers, Dialer: c.cfg.Dialer, Topics: []string{c.cfg.Topic},
-		HeartbeatInterval: c.cfg.HeartbeatInterval, SessionTimeout: c.cfg.SessionTimeout,
-		RebalanceTimeout: c.cfg.RebalanceTimeout, JoinGroupBackoff: c.cfg.JoinGroupBackoff, Timeout: c.cfg.GroupTimeout,
-		WatchPartitionChanges: true, StartOffset: kafka.FirstOffset,
-		ErrorLogger: logging.Kafka(c.log),
-	})
-	if err != nil {
-		c.health.setState(ErrStopped)
-		return fmt.Errorf("consumer: group: %w", err)
 	}
 	c.transport = c.cfg.Transport
 	if c.transport == nil {
@@ -147,6 +148,58 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 	c.dlqWriter = newDLQWriter(c.cfg, c.transport, c.log)
 	defer context.AfterFunc(ctx, func() { c.stopping() })() // the bound starts at cancellation
 
+	for joined := false; ctx.Err() == nil; joined = true {
+		member, release, err := c.admit(ctx)
+		if err != nil {
+			break // ctx ended while waiting
+		}
+		if joined {
+			c.health.setState(ErrJoining) // no longer waiting for the gate
+			c.log.Info("consumer: admitted again, rejoining the group")
+		}
+		err = c.member(ctx, member)
+		release()
+		if err != nil {
+			c.health.setState(ErrStopped)
+			return err
+		}
+		if ctx.Err() == nil {
+			c.health.setState(ErrLeft)
+			c.log.Warn("consumer: left the group, its gate closed; done offsets committed, the rest is redelivered to the other members")
+		}
+	}
+
+	deadline := c.stopping()
+	if waitGroupFor(&c.all, time.Until(deadline)) {
+		_ = c.dlqWriter.Close() // writes are synchronous: nothing is left to flush
+	} else {
+		c.log.Error("handler calls still running at the shutdown deadline; abandoned, their offsets not committed")
+	}
+	c.health.setState(ErrStopped)
+	return nil
+}
+
+// admit waits for the Gate; without one it admits at once, until ctx ends.
+func (c *Consumer[T]) admit(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if c.cfg.Gate == nil {
+		return ctx, func() {}, nil
+	}
+	return c.cfg.Gate.Admit(ctx)
+}
+
+// member is one membership of the group: it joins, runs generation after
+// generation until member ends (ctx's end included), and leaves the group.
+func (c *Consumer[T]) member(ctx, member context.Context) error {
+	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: c.cfg.Group, Brokers: c.cfg.Brokers, Dialer: c.cfg.Dialer, Topics: []string{c.cfg.Topic},
+		HeartbeatInterval: c.cfg.HeartbeatInterval, SessionTimeout: c.cfg.SessionTimeout,
+		RebalanceTimeout: c.cfg.RebalanceTimeout, JoinGroupBackoff: c.cfg.JoinGroupBackoff, Timeout: c.cfg.GroupTimeout,
+		WatchPartitionChanges: true, StartOffset: kafka.FirstOffset,
+		ErrorLogger: logging.Kafka(c.log),
+	})
+	if err != nil {
+		return fmt.Errorf("consumer: group: %w", err)
+	}
 	closed := make(chan struct{})
 	closeGroup := sync.OnceFunc(func() {
 		go func() {
@@ -157,10 +210,10 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		}()
 	})
 
-	for ctx.Err() == nil {
-		gen, err := group.Next(ctx)
+	for member.Err() == nil {
+		gen, err := group.Next(member)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+			if member.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 				break
 			}
 			c.health.fail("group", fmt.Errorf("consumer: group %s: %w", c.cfg.Group, err))
@@ -173,23 +226,26 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		done := make(chan struct{})
 		gen.Start(func(genCtx context.Context) {
 			defer close(done)
-			c.generation(ctx, genCtx, gen, closeGroup)
+			c.generation(ctx, member, genCtx, gen, closeGroup)
 		})
 		<-done
 	}
+	c.health.ok("group")
 
-	deadline := c.stopping()
 	closeGroup()
-	if !waitUntil(closed, deadline) {
-		c.log.Warn("consumer group close outlasted the shutdown timeout; leaving it to finish on its own")
+	if !waitUntil(closed, c.leaveBy(ctx)) {
+		c.log.Warn("consumer group close outlasted its bound; leaving it to finish on its own")
 	}
-	if waitGroupFor(&c.all, time.Until(deadline)) {
-		_ = c.dlqWriter.Close() // writes are synchronous: nothing is left to flush
-	} else {
-		c.log.Error("handler calls still running at the shutdown deadline; abandoned, their offsets not committed")
-	}
-	c.health.setState(ErrStopped)
 	return nil
+}
+
+// leaveBy bounds leaving the group: the shutdown deadline once ctx ended,
+// else ShutdownTimeout from now (a step aside is not a shutdown).
+func (c *Consumer[T]) leaveBy(ctx context.Context) time.Time {
+	if ctx.Err() != nil {
+		return c.stopping()
+	}
+	return time.Now().Add(c.cfg.ShutdownTimeout)
 }
 
 // Ready returns nil once joined while nothing is retried; else the state

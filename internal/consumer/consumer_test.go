@@ -12,11 +12,11 @@ import (
 // key in order, offsets committed to the end, nothing dead-lettered.
 func TestConsumeInOrderAndCommit(t *testing.T) {
 	for _, wait := range []time.Duration{0, 2 * time.Millisecond} {
-		t.Run("batch wait "+wait.String(), func(t *testing.T) { testConsumeInOrderAndCommit(t, wait) })
+		t.Run("latency budget "+wait.String(), func(t *testing.T) { testConsumeInOrderAndCommit(t, wait) })
 	}
 }
 
-func testConsumeInOrderAndCommit(t *testing.T, batchWait time.Duration) {
+func testConsumeInOrderAndCommit(t *testing.T, budget time.Duration) {
 	c := newCluster(t)
 	const parts, n, keys = 4, 3000, 50
 	topic, dlqTopic := c.k.Topic(t, parts), c.k.Topic(t, 1)
@@ -25,7 +25,7 @@ func testConsumeInOrderAndCommit(t *testing.T, batchWait time.Duration) {
 
 	rec := newRecorder()
 	cfg := c.config(topic, dlqTopic)
-	cfg.BatchWait = batchWait
+	cfg.LatencyBudget = budget
 	m, err := NewMetrics(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -23,10 +23,11 @@ type generation[T any] struct {
 	stop, work context.Context // stop: fetch, batching, waits; work: handler and DLQ calls, a drain later
 }
 
-// generation runs kg until it is revoked or ctx ends, inside kg.Start so that
-// kafka-go waits for the final commit before joining again. On shutdown it
-// closes the group after that commit, to leave, not rejoin.
-func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generation, closeGroup func()) {
+// generation runs kg until it is revoked or member ends, inside kg.Start so
+// that kafka-go waits for the final commit before joining again. When member
+// ended (on shutdown, ctx ended too) it closes the group after that commit,
+// to leave, not rejoin.
+func (c *Consumer[T]) generation(ctx, member, genCtx context.Context, kg *kafka.Generation, closeGroup func()) {
 	stopCtx, stop := context.WithCancel(context.Background())
 	workCtx, abandon := context.WithCancel(context.Background())
 	defer abandon()
@@ -54,10 +55,10 @@ func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generati
 	c.goAll(&committer, g.commitLoop)
 
 	select {
-	case <-ctx.Done():
+	case <-member.Done():
 	case <-genCtx.Done():
 	}
-	shutdown := ctx.Err() != nil
+	shutdown, leaving := ctx.Err() != nil, member.Err() != nil
 	if shutdown {
 		c.stopping() // the shutdown bound starts now
 	}
@@ -76,12 +77,12 @@ func (c *Consumer[T]) generation(ctx, genCtx context.Context, kg *kafka.Generati
 	for _, p := range g.parts {
 		c.m.forget(p.id)
 	}
-	g.log.Info("generation ended", zap.Bool("shutdown", shutdown), zap.Duration("drain", time.Since(began)))
-	if shutdown {
+	g.log.Info("generation ended", zap.Bool("shutdown", shutdown), zap.Bool("leaving", leaving), zap.Duration("drain", time.Since(began)))
+	if leaving {
 		// Leave the group before returning: once this returns kafka-go
 		// would start joining a next generation.
 		closeGroup()
-		waitUntil(genCtx.Done(), c.stopping())
+		waitUntil(genCtx.Done(), c.leaveBy(ctx))
 	}
 }
 

@@ -159,7 +159,7 @@ func newCluster(t testing.TB) *cluster {
 func (c *cluster) config(topic, dlqTopic string) Config {
 	return Config{
 		Brokers: c.k.Brokers, Topic: topic, Group: "g-" + topic, DLQTopic: dlqTopic,
-		Lanes: 4, BatchSize: 32, BatchWait: 2 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
+		Lanes: 4, BatchSize: 32, LatencyBudget: 2 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
 		MaxInFlightPerPartition: 256, BackoffInitial: 10 * time.Millisecond, BackoffMax: 80 * time.Millisecond,
 		ProbeTimeout: time.Second, ShutdownTimeout: 5 * time.Second,
 		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, RebalanceTimeout: 2 * time.Second,

@@ -11,6 +11,8 @@ import (
 var (
 	ErrJoining = errors.New("consumer: joining the group, no assignment yet")
 	ErrStopped = errors.New("consumer: stopped")
+	// ErrLeft: the Gate closed; out of the group until it admits again.
+	ErrLeft = errors.New("consumer: left the group, waiting for its gate to admit it again")
 )
 
 // health is what Ready reports: an overall state (joining, stopped) and the

@@ -2,27 +2,24 @@ package consumer
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// A lane waits BatchWait only when it was idle: messages that queued while
-// it handled a batch go in the next one at once, however long BatchWait is.
-func TestBusyLaneDoesNotWait(t *testing.T) {
+// A lane holds a batch that is not full for its latency budget: two
+// messages, then two more, make one batch of four, however long the first
+// two wait; and a full batch goes at once, though the budget is an hour.
+func TestLaneHoldsForBudget(t *testing.T) {
 	c := newCluster(t)
 	topic, dlqTopic := c.k.Topic(t, 1), c.k.Topic(t, 1)
 	cfg := c.config(topic, dlqTopic)
-	cfg.Lanes, cfg.BatchSize, cfg.BatchWait = 1, 4, time.Hour
+	cfg.Lanes, cfg.BatchSize, cfg.LatencyBudget = 1, 4, time.Hour
 
-	release := make(chan struct{})
 	calls := make(chan int, 10)
-	first := true // the lane's goroutine alone calls the handler
 	handler := handlerFunc(func(ctx context.Context, items []Item[event]) ([]error, error) {
 		calls <- len(items)
-		if first {
-			first = false
-			<-release // the first batch holds the lane while more messages queue
-		}
 		return nil, nil
 	})
 	m, err := NewMetrics(nil)
@@ -34,28 +31,91 @@ func TestBusyLaneDoesNotWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	msgs, _ := events(6, 1)
-	c.produce(t, topic, msgs[:4]) // a full batch: no wait for it either
+	c.produce(t, topic, msgs[:2])
 	r := run(t, cons, m)
+	waitFor(t, 15*time.Second, "the first two fetched", func() bool { return value(t, r.m.consumed) == 2 })
+	c.produce(t, topic, msgs[2:])
 	select {
 	case n := <-calls:
 		if n != 4 {
-			t.Fatalf("first batch of %d, want 4", n)
+			t.Fatalf("first batch of %d, want the 4 of a full batch", n)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("no first batch")
-	}
-	c.produce(t, topic, msgs[4:])
-	waitFor(t, 15*time.Second, "the two messages fetched", func() bool { return value(t, r.m.consumed) == 6 })
-	close(release)
-	select {
-	case n := <-calls:
-		if n != 2 {
-			t.Errorf("second batch of %d, want the 2 queued", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the busy lane waited for BatchWait (an hour) instead of taking what queued")
+		t.Fatal("the full batch waited for the budget (an hour)")
 	}
 	r.stop(t)
+	select {
+	case n := <-calls:
+		t.Errorf("a batch of %d before the budget ran out", n)
+	default:
+	}
+}
+
+// The hold: the budget less the handling time, counted from the oldest
+// message's fetch; nothing once that is spent (a backlog), when handling
+// alone takes the budget, or when messages come further apart than the hold.
+func TestHold(t *testing.T) {
+	now := time.Now()
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name                  string
+		age                   time.Duration // of the oldest message
+		budget, handling, gap time.Duration
+		want                  time.Duration
+	}{
+		{"fresh", 0, 50 * ms, 5 * ms, ms, 45 * ms},
+		{"part spent", 30 * ms, 50 * ms, 5 * ms, ms, 15 * ms},
+		{"spent", 45 * ms, 50 * ms, 5 * ms, ms, 0},
+		{"backlog: waited a batch already", 200 * ms, 50 * ms, 5 * ms, 0, 0},
+		{"no estimates yet", 0, 50 * ms, 0, 0, 50 * ms},
+		{"handling takes the budget", 0, 50 * ms, 60 * ms, ms, 0},
+		{"no budget", 0, 0, 0, 0, 0},
+		{"a trickle: the next message is not due within the hold", 0, 50 * ms, 5 * ms, 100 * ms, 0},
+		{"the gap fits the rest of the hold", 20 * ms, 50 * ms, 5 * ms, 20 * ms, 25 * ms},
+		{"the gap outlasts the rest of the hold", 30 * ms, 50 * ms, 5 * ms, 20 * ms, 0},
+	} {
+		if got := hold(now.Add(-tc.age), now, tc.budget, tc.handling, tc.gap); got != tc.want {
+			t.Errorf("%s: hold %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The gap between a lane's messages moves an eighth of the way to each new
+// one, an idle spell counting as ten budgets at most.
+func TestGapEstimate(t *testing.T) {
+	ms := time.Millisecond
+	l := &lane[event]{}
+	t0 := time.Now()
+	l.add(envelope[event]{fetched: t0}, 50*ms)
+	l.add(envelope[event]{fetched: t0.Add(time.Hour)}, 50*ms)
+	if l.gap != 500*ms/8 || len(l.batch) != 2 {
+		t.Fatalf("after an hour's spell: gap %v, want %v; batch of %d", l.gap, 500*ms/8, len(l.batch))
+	}
+	at := t0.Add(time.Hour)
+	for range 60 {
+		at = at.Add(ms / 2)
+		l.add(envelope[event]{fetched: at}, 50*ms)
+	}
+	if l.gap > 2*ms {
+		t.Errorf("after 60 messages 0.5 ms apart: gap %v", l.gap)
+	}
+}
+
+// The handling estimate moves an eighth of the way to each batch's time,
+// a time past the budget counting as the budget.
+func TestHandlingEstimate(t *testing.T) {
+	ms := time.Millisecond
+	l := &lane[event]{}
+	l.handled(80*ms, 50*ms)
+	if l.handling != 50*ms/8 {
+		t.Fatalf("after a long batch: %v, want %v", l.handling, 50*ms/8)
+	}
+	for range 100 {
+		l.handled(4*ms, 50*ms)
+	}
+	if l.handling < 4*ms || l.handling > 4*ms+ms/10 {
+		t.Errorf("after 100 batches of 4ms: %v", l.handling)
+	}
 }
 
 // The shards of one key take consecutive lanes: with as many lanes as
@@ -79,4 +139,82 @@ func TestRouteSpreadsShardsOverLanes(t *testing.T) {
 			t.Errorf("shard 0 in lane %d, want the key's lane %d", got, want)
 		}
 	}
+}
+
+// A lane holding a batch joins another lane's batch when it fits, and waits
+// for that batch to be settled before it goes on (its order); one that does
+// not fit keeps holding its own.
+func TestHeldBatchJoinsAnother(t *testing.T) {
+	cfg := Config{BatchSize: 4, LatencyBudget: time.Hour}
+	cfg.setDefaults()
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := &generation[event]{c: &Consumer[event]{cfg: cfg}, stop: stop}
+	a, b := newLane[event](0, cfg), newLane[event](1, cfg)
+	g.lanes = []*lane[event]{a, b}
+	env := func(key string, seq int) envelope[event] {
+		return envelope[event]{value: event{Key: key, Seq: seq}, fetched: time.Now()}
+	}
+	hold := func(l *lane[event], envs ...envelope[event]) chan gathered {
+		l.batch = append(l.batch[:0], envs...)
+		res := make(chan gathered, 1)
+		go func() {
+			timer := time.NewTimer(time.Hour)
+			defer timer.Stop()
+			res <- g.gather(l, timer)
+		}()
+		return res
+	}
+	// collect until b answered: it may not be waiting in its select yet.
+	collect := func(want int) func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			settled := g.collect(a)
+			if len(a.batch) == want || time.Now().After(deadline) {
+				return settled
+			}
+			settled()
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	res := hold(b, env("b", 0), env("b", 1))
+	a.batch = append(a.batch[:0], env("a", 0), env("a", 1))
+	settled := collect(4)
+	if got := keys(a.batch); got != "a0 a1 b0 b1" {
+		t.Fatalf("batch %s, want a0 a1 b0 b1", got)
+	}
+	select {
+	case r := <-res:
+		t.Fatalf("the joined lane went on (%d) before the batch was settled", r)
+	default:
+	}
+	settled()
+	if r := <-res; r != joined {
+		t.Fatalf("gather ended %d, want joined", r)
+	}
+
+	res = hold(b, env("b", 2), env("b", 3))
+	a.batch = append(a.batch[:0], env("a", 2), env("a", 3), env("a", 4))
+	for range 20 { // b declines each time: two do not fit in the room of one
+		g.collect(a)()
+	}
+	if got := keys(a.batch); got != "a2 a3 a4" {
+		t.Fatalf("batch %s, want a2 a3 a4", got)
+	}
+	cancel()
+	if r := <-res; r != stopped {
+		t.Fatalf("gather ended %d, want stopped", r)
+	}
+	if got := keys(b.batch); got != "b2 b3" {
+		t.Errorf("b holds %s, want b2 b3", got)
+	}
+}
+
+func keys(envs []envelope[event]) string {
+	var s []string
+	for _, e := range envs {
+		s = append(s, e.value.Key+strconv.Itoa(e.value.Seq))
+	}
+	return strings.Join(s, " ")
 }

@@ -138,7 +138,7 @@ func (g *generation[T]) fetch(p *partition) {
 			log.Error("message skipped", zap.Int64("offset", msg.Offset), zap.Error(err))
 			continue
 		}
-		e := envelope[T]{msg: msg, part: p}
+		e := envelope[T]{msg: msg, part: p, fetched: time.Now()}
 		var route Route
 		e.value, route, e.err = g.c.decode(msg)
 		if e.err != nil {

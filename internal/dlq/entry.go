@@ -68,8 +68,13 @@ func isMark(m kafka.Message) bool {
 }
 
 // groups reads every record of topic to the high watermarks once, whatever
-// a filter narrows later: a copy or a mark may sit anywhere in the topic.
-func (c *Client) groups(ctx context.Context, topic string, ranges []Range) (map[string]*group, error) {
+// f narrows later (a copy or a mark may sit anywhere in the topic), and
+// returns the ranges f narrows them to with the records by message.
+func (c *Client) groups(ctx context.Context, topic string, f Filter) ([]Range, map[string]*group, error) {
+	all, err := c.watermarks(ctx, topic)
+	if err != nil {
+		return nil, nil, err
+	}
 	gs := map[string]*group{}
 	at := func(id string) *group {
 		if gs[id] == nil {
@@ -77,7 +82,7 @@ func (c *Client) groups(ctx context.Context, topic string, ranges []Range) (map[
 		}
 		return gs[id]
 	}
-	err := c.scan(ctx, topic, ranges, func(m kafka.Message) error {
+	err = c.scan(ctx, topic, all, func(m kafka.Message) error {
 		if isMark(m) {
 			at(string(m.Key)).resolved = true
 			return nil
@@ -87,7 +92,7 @@ func (c *Client) groups(ctx context.Context, topic string, ranges []Range) (map[
 		g.copies, g.replays = g.copies+1, max(g.replays, rec.ReplayCount)
 		return nil
 	})
-	return gs, err
+	return f.narrow(all), gs, err
 }
 
 // looseEventID digs the event_id out of a value that failed validation, so an

@@ -162,15 +162,10 @@ func (c *Client) Replay(ctx context.Context, o ReplayOptions, obs Observer) (Rep
 			return rep, err
 		}
 	}
-	all, err := c.watermarks(ctx, o.DLQTopic)
+	ranges, gs, err := c.groups(ctx, o.DLQTopic, o.Filter)
 	if err != nil {
 		return rep, err
 	}
-	gs, err := c.groups(ctx, o.DLQTopic, all)
-	if err != nil {
-		return rep, err
-	}
-	ranges := o.Filter.narrow(all)
 	run := newReplayRun(ctx, c, o, prog, &rep, obs)
 	run.groups = gs
 	defer run.close()

@@ -98,15 +98,10 @@ func (c *Client) walk(ctx context.Context, topic string, f Filter, latest bool, 
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	all, err := c.watermarks(ctx, topic)
+	ranges, gs, err := c.groups(ctx, topic, f)
 	if err != nil {
 		return nil, err
 	}
-	gs, err := c.groups(ctx, topic, all)
-	if err != nil {
-		return nil, err
-	}
-	ranges := f.narrow(all)
 	return ranges, c.scan(ctx, topic, ranges, func(m kafka.Message) error {
 		if isMark(m) {
 			return nil

@@ -13,7 +13,8 @@
 // fenced script must be refused); Redis restarted with its data lost, or down
 // longer than the lock TTL; MariaDB killed and restarted; broker error storms
 // and forced rebalances through kfake's control hooks; duplicated, reordered
-// and rewound delivery; and the whole write path on a Redis Cluster. A churn
+// and rewound delivery; a worker-ID lease taken away, so that its worker
+// steps aside; and the whole write path on a Redis Cluster. A churn
 // test kills one of three workers every few seconds and bounds the duplicates
 // each kill causes; a soak test watches the workers' memory and goroutines.
 //

@@ -97,7 +97,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		"MYSQL_DSN": g.db.DSN, "MYSQL_MAX_OPEN_CONNS": "8", "LOG_LEVEL": "info",
 		"LOCK_TTL": lockTTL.String(), "IDGEN_LEASE_TTL": leaseTTL.String(), "SHUTDOWN_TIMEOUT": "5s",
 		"KAFKA_SESSION_TIMEOUT": sessionTimeout.String(),
-		"WORKER_LANES":          "8", "WORKER_BATCH_WAIT": "2ms", "WORKER_COMMIT_INTERVAL": "200ms",
+		"WORKER_LANES":          "8", "WORKER_LATENCY_BUDGET": "2ms", "WORKER_COMMIT_INTERVAL": "200ms",
 		"WORKER_MAX_INFLIGHT": fmt.Sprint(maxInFlight),
 	}
 	g.granter = g.newGranter()

@@ -170,6 +170,14 @@ func (g *Generator) wait(d, waited time.Duration) (time.Duration, error) {
 
 // checkLease is one atomic load, no Redis round trip; it returns the window it checked.
 func (g *Generator) checkLease(now time.Time, ms int64) (*window, error) {
+	w, err := g.leaseRefusal(now, ms)
+	if err != nil {
+		g.m.leaseRefusals.Inc()
+	}
+	return w, err
+}
+
+func (g *Generator) leaseRefusal(now time.Time, ms int64) (*window, error) {
 	if g.lease == nil {
 		return nil, nil
 	}
@@ -187,8 +195,29 @@ func (g *Generator) checkLease(now time.Time, ms int64) (*window, error) {
 	default:
 		return w, nil
 	}
-	g.m.leaseRefusals.Inc()
 	return w, fmt.Errorf("%w: worker %d: %s", ErrLeaseNotValid, g.workerID, why)
+}
+
+// Check returns the refusal NextID would meet now, or nil, without reserving
+// an ID or counting a refusal: the probe of a caller that steps aside while
+// the generator refuses. A clock behind by no more than NextID waits out, or
+// an exhausted millisecond, is no refusal.
+func (g *Generator) Check() error {
+	last := g.lastMs() // before the clock, as in reserve
+	now := g.clock.Now()
+	ms, err := millis(now)
+	if err != nil {
+		return err
+	}
+	if ms < last {
+		behind := time.Duration(epochUnixNano + last*int64(time.Millisecond) - now.UnixNano())
+		if behind > maxBackwardWait {
+			return &ClockBackwardError{By: behind}
+		}
+		ms = last // NextID would wait until then
+	}
+	_, err = g.leaseRefusal(now, ms)
+	return err
 }
 
 // lastMs is the newest millisecond reserved (or -1 if none).

@@ -123,6 +123,10 @@ func TestClockBackward(t *testing.T) {
 			g := newTestGenerator(t, 2, Options{Clock: fc, Metrics: m})
 			first := mustNext(t, g)
 			fc.Add(-tt.back)
+			// Check foretells NextID, and neither waits nor counts.
+			if err := g.Check(); tt.wantWait != (err == nil) || (err != nil && !errors.Is(err, ErrClockBackward)) {
+				t.Fatalf("Check = %v", err)
+			}
 			id, err := g.NextID()
 			sleeps, maxSleep, _ := fc.stats()
 			if tt.wantWait {
@@ -377,6 +381,9 @@ func TestRefusedCallLeavesNoTrace(t *testing.T) {
 			g := newTestGenerator(t, 3, Options{Lease: lease})
 			first := mustNext(t, g)
 			tt.refuse(fc, lease)
+			if err := g.Check(); !errors.Is(err, ErrLeaseNotValid) {
+				t.Fatalf("Check = %v; want ErrLeaseNotValid", err)
+			}
 			if id, err := g.NextID(); !errors.Is(err, ErrLeaseNotValid) {
 				t.Fatalf("NextID = %d, %v; want ErrLeaseNotValid", id, err)
 			}
@@ -385,6 +392,9 @@ func TestRefusedCallLeavesNoTrace(t *testing.T) {
 				t.Fatalf("NextIDs = %v; want ErrLeaseNotValid", err)
 			}
 			tt.restore(fc, lease)
+			if err := g.Check(); err != nil {
+				t.Fatalf("Check once the cause is gone: %v", err)
+			}
 			id, err := g.NextID()
 			if err != nil {
 				t.Fatalf("NextID once the cause is gone: %v", err)
@@ -412,5 +422,43 @@ func TestInt64s(t *testing.T) {
 			t.Fatalf("dst[%d] = %d after %d", i, id, prev)
 		}
 		prev = id
+	}
+}
+
+// reservingClock is a clock under which another caller reserves an ID later
+// than the reading it just handed out: a NextID that runs while the caller
+// is preempted between its clock read and whatever it does next.
+type reservingClock struct {
+	*fakeClock
+	g       *Generator
+	armed   bool
+	reentry bool
+}
+
+func (c *reservingClock) Now() time.Time {
+	now := c.fakeClock.Now()
+	if c.armed && !c.reentry {
+		c.armed, c.reentry = false, true
+		c.fakeClock.Add(20 * time.Millisecond)
+		if _, err := c.g.NextID(); err != nil {
+			panic(err)
+		}
+		c.reentry = false
+	}
+	return now
+}
+
+// Check, like NextID, reads the state before the clock: an ID reserved by
+// another caller between the two is no backward step. (Read the other way
+// round, a probe preempted for more than 5ms while the lanes issue would
+// report a clock refusal that never was.)
+func TestCheckReadsStateBeforeClock(t *testing.T) {
+	c := &reservingClock{fakeClock: newFakeClock(testStart)}
+	g := newTestGenerator(t, 4, Options{Clock: c})
+	c.g = g
+	mustNext(t, g)
+	c.armed = true
+	if err := g.Check(); err != nil {
+		t.Fatalf("Check with an ID reserved concurrently, the clock never set back: %v", err)
 	}
 }

@@ -37,9 +37,22 @@ func (k Keyspace) Lock(tag string) string {
 	return k.prefix + "lock:quota:{" + tag + "}"
 }
 
+// ExportLock is the job lock of a statement export (job: its period and
+// merchant set, see statement.JobID).
+func (k Keyspace) ExportLock(job string) string {
+	return k.prefix + "lock:export:" + job
+}
+
 // WorkerLease is the Snowflake worker-ID lease.
 func (k Keyspace) WorkerLease(workerID int) string {
 	return fmt.Sprintf("%sidgen:worker:%d", k.prefix, workerID)
+}
+
+// OutboxWake is the pub/sub channel on which a database's workers wake its
+// active balance-event relay (see package outbox): one per database under
+// the prefix, so deployments sharing a Redis do not wake each other.
+func (k Keyspace) OutboxWake(database string) string {
+	return k.prefix + "quota_outbox:wake:" + database
 }
 
 // QuotaPattern matches every merchant quota hash (for SCAN).

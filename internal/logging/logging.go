@@ -33,11 +33,6 @@ type Options struct {
 	Sampling bool
 }
 
-// New returns a sampled logger at level in the automatic format, for tools.
-func New(level string) (*zap.Logger, error) {
-	return Build(Options{Level: level, Sampling: true})
-}
-
 // Build returns a logger writing to stderr.
 func Build(o Options) (*zap.Logger, error) {
 	return build(o, os.Stderr)

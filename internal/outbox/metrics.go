@@ -33,7 +33,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		published:     counter("billing_quota_events_published_total", "Balance events the broker acknowledged (a retried write counts again)."),
 		pruned:        counter("billing_quota_outbox_pruned_total", "Published rows deleted from quota_outbox."),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "billing_quota_relay_errors_total",
-			Help: "Failed relay steps, by step (publish, mysql); each is retried."}, []string{"step"}),
+			Help: "Failed relay steps, by step (publish, mysql, wake); each is retried (a failed wake is left to the poll)."}, []string{"step"}),
 		leader: gauge("billing_quota_relay_leader", "1 while this process is the one relaying balance events."),
 	}
 	if err := metrics.Register(reg, m.unsent, m.oldestSeconds, m.published, m.pruned, m.errors, m.leader); err != nil {

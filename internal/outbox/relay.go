@@ -4,13 +4,16 @@
 // crash between the broker's acknowledgement and the mark publishes a row
 // again, with the same id; consumers dedupe by id. One relay of all running
 // workers of a database publishes at a time (a MySQL named lock held by its connection), so
-// a merchant's events reach the topic in its ledger order.
+// a merchant's events reach the topic in its ledger order; the others' commits
+// wake it through Redis (Wakes).
 package outbox
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -27,18 +30,37 @@ type Writer interface {
 
 // Config tunes a Relay. The zero value is valid.
 type Config struct {
-	BatchSize  int           // rows per publish (default 500)
-	Poll       time.Duration // how often an idle relay looks (default 200ms; Wake looks at once)
-	Retention  time.Duration // how long sent rows stay before they are pruned (0: at the next prune)
-	PruneEvery time.Duration // how often sent rows are pruned and the backlog counted (default 5s)
+	BatchSize int // rows per publish (default 500)
+	// Poll is how often an idle relay looks for rows nobody announced (Wake,
+	// after a commit of its own process or, through Wakes, of another, looks
+	// at once): a long timer, since looking costs MySQL a query (default 5s).
+	Poll time.Duration
+	// Standby is how often a relay without the lock tries to take it: how
+	// soon another takes over when the active one stops (default 2s).
+	Standby   time.Duration
+	Retention time.Duration // how long sent rows stay before they are pruned (0: at the next prune)
+	// PruneEvery is how often, while rows come, sent rows are pruned and the
+	// backlog counted (default 5s); with none since, every idleHousekeep.
+	PruneEvery time.Duration
+	// Wakes, if set, carry this process's commits to the relay that leads,
+	// and another process's to this one while it leads.
+	Wakes Wakes
 }
+
+// idleHousekeep is how often a relay that saw no row prunes and counts:
+// what it last pruned and counted has not changed but for other processes'
+// rows, which a Poll finds anyway.
+const idleHousekeep = time.Minute
 
 func (c *Config) setDefaults() {
 	if c.BatchSize <= 0 {
 		c.BatchSize = 500
 	}
 	if c.Poll <= 0 {
-		c.Poll = 200 * time.Millisecond
+		c.Poll = 5 * time.Second
+	}
+	if c.Standby <= 0 {
+		c.Standby = 2 * time.Second
 	}
 	c.Retention = max(c.Retention, 0)
 	if c.PruneEvery <= 0 {
@@ -54,7 +76,10 @@ type Relay struct {
 	m    *Metrics
 	cfg  Config
 	wake chan struct{}
-	now  func() time.Time
+	// announced asks for a PUBLISH to Wakes; leading says none is needed.
+	announced chan struct{}
+	leading   atomic.Bool
+	now       func() time.Time
 }
 
 // New returns a Relay; m may be nil (unregistered metrics).
@@ -65,23 +90,31 @@ func New(db *sql.DB, w Writer, log *zap.Logger, m *Metrics, cfg Config) (*Relay,
 			return nil, err
 		}
 	}
+	if cfg.Wakes.Redis != nil && cfg.Wakes.Channel == "" {
+		return nil, errors.New("outbox: Wakes has no channel")
+	}
 	cfg.setDefaults()
-	return &Relay{db: db, w: w, log: log, m: m, cfg: cfg, wake: make(chan struct{}, 1), now: time.Now}, nil
+	return &Relay{db: db, w: w, log: log, m: m, cfg: cfg, wake: make(chan struct{}, 1), announced: make(chan struct{}, 1),
+		now: time.Now}, nil
 }
 
-// Wake makes an idle relay look at the outbox now (after a commit wrote to it).
+// Wake makes an idle relay look at the outbox now (after a commit of its
+// process wrote to it); unless it leads, it tells the one that does
+// (Wakes). It never waits.
 func (r *Relay) Wake() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	notify(r.wake)
+	if r.cfg.Wakes.Redis != nil && !r.leading.Load() {
+		notify(r.announced)
 	}
 }
 
 // Run relays until ctx ends; it returns nil then. While another process
 // holds the relay lock it waits; MySQL or broker failures are retried.
 func (r *Relay) Run(ctx context.Context) error {
-	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
-		backoff.WithMaxElapsedTime(0))
+	if r.cfg.Wakes.Redis != nil {
+		defer start(ctx, r.announce)()
+	}
+	bo := retryBackOff()
 	for ctx.Err() == nil {
 		err := r.lead(ctx)
 		if ctx.Err() != nil {
@@ -93,7 +126,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		} else {
 			bo.Reset() // another process relays; look again later
 		}
-		if !r.sleep(ctx, max(bo.NextBackOff(), 10*r.cfg.Poll)) {
+		if !r.sleep(ctx, max(bo.NextBackOff(), r.cfg.Standby)) {
 			return nil
 		}
 	}
@@ -128,6 +161,13 @@ func (r *Relay) lead(ctx context.Context) error {
 		defer cancel()
 		_, _ = c.ExecContext(rctx, "DO RELEASE_LOCK("+lockName+")")
 	}()
+	// Until the lock goes, this process's commits need no PUBLISH (Wake
+	// wakes r) and the others' arrive on the channel.
+	r.leading.Store(true)
+	defer r.leading.Store(false)
+	if r.cfg.Wakes.Redis != nil {
+		defer start(ctx, r.listen)()
+	}
 	return r.relay(ctx, c)
 }
 
@@ -137,19 +177,20 @@ func (r *Relay) lead(ctx context.Context) error {
 // still counted meanwhile.
 func (r *Relay) relay(ctx context.Context, c *sql.Conn) error {
 	var pruned time.Time
-	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
-		backoff.WithMaxElapsedTime(0))
+	seen := true // rows since the last housekeeping; the first one runs at once
+	bo := retryBackOff()
 	for {
-		if r.now().Sub(pruned) >= r.cfg.PruneEvery {
+		if since := r.now().Sub(pruned); seen && since >= r.cfg.PruneEvery || since >= idleHousekeep {
 			if err := r.housekeep(ctx, c); err != nil {
 				return ignoreEnd(ctx, err)
 			}
-			pruned = r.now()
+			pruned, seen = r.now(), false
 		}
 		rows, err := unsent(ctx, c, r.cfg.BatchSize)
 		if err != nil {
 			return ignoreEnd(ctx, err)
 		}
+		seen = seen || len(rows) > 0
 		wait := r.cfg.Poll
 		if len(rows) > 0 {
 			if err := r.publish(ctx, rows); err != nil {
@@ -226,6 +267,12 @@ func wait(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	case <-t.C:
 	}
 	return true
+}
+
+// retryBackOff is the wait between the relay's retries: from 100 ms up to 5 s, for ever.
+func retryBackOff() *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(5*time.Second),
+		backoff.WithMaxElapsedTime(0))
 }
 
 // ignoreEnd turns an error caused by ctx ending into nil.

@@ -44,6 +44,7 @@ func (c *counterIDs) NextIDs(dst []int64) error {
 type rig struct {
 	t      *testing.T
 	db     *gorm.DB
+	dbName string
 	store  *ledgerdb.Store
 	kafka  *testenv.Kafka
 	topic  string
@@ -57,7 +58,7 @@ func newRig(t *testing.T, events ledgerdb.Events) *rig {
 	t.Helper()
 	my := testenv.NewMySQL(t)
 	k := testenv.NewKafka(t)
-	g := &rig{t: t, db: my.DB, kafka: k, topic: k.Topic(t, partitions)}
+	g := &rig{t: t, db: my.DB, dbName: my.Name, kafka: k, topic: k.Topic(t, partitions)}
 	var err error
 	if g.store, err = ledgerdb.New(my.SQL, &counterIDs{}, nil, ledgerdb.Options{Events: events}); err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func (g *rig) runWith(w Writer, cfg Config, m *Metrics) (stop func()) {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	cfg.Poll = 10 * time.Millisecond
+	cfg.Poll, cfg.Standby = 10*time.Millisecond, 100*time.Millisecond
 	cfg.PruneEvery = 20 * time.Millisecond
 	r, err := New(sqlDB, w, zap.NewNop(), m, cfg)
 	if err != nil {

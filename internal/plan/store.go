@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/sqltx"
 )
 
 // Store reads and writes merchant_plans.
@@ -91,6 +92,16 @@ func (s *Store) Due(ctx context.Context, limit int) ([]Plan, time.Time, error) {
 	}
 	out, err := s.query(ctx, "plan: due", "SELECT "+columns+" FROM merchant_plans WHERE next_start <= ? ORDER BY next_start LIMIT ?", now, limit)
 	return out, now.UTC(), err
+}
+
+// UntilNextPeriod is how long until the earliest next period of any plan
+// by MySQL's clock (negative: one is due); false when there is no plan.
+func (s *Store) UntilNextPeriod(ctx context.Context) (time.Duration, bool, error) {
+	d, ok, err := sqltx.Until(ctx, s.db, "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(next_start)) FROM merchant_plans")
+	if err != nil {
+		return 0, false, fmt.Errorf("plan: next period: %w", err)
+	}
+	return d, ok, nil
 }
 
 // query reads the plans a SELECT of columns returns; what names it in errors.

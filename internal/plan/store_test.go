@@ -64,4 +64,15 @@ func TestStoreSetListCancel(t *testing.T) {
 	if ps, err := store.List(ctx); err != nil || len(ps) != 2 {
 		t.Fatalf("listed after cancel: %v (%v)", merchants(ps), err)
 	}
+	if d, ok, err := store.UntilNextPeriod(ctx); err != nil || !ok || d > 0 {
+		t.Fatalf("next period in %v (%v, %v), want one due", d, ok, err)
+	}
+	for _, m := range []string{"m-a", "m-c"} {
+		if _, err := store.Cancel(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, err := store.UntilNextPeriod(ctx); err != nil || ok {
+		t.Fatalf("next period without plans: %v, %v; want none", ok, err)
+	}
 }

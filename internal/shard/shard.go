@@ -84,14 +84,17 @@ func Split(total int64, n int) []int64 {
 // previous layout for a moment: a shard refuses a deduction routed by another
 // count than its layout's, and the write path checks the layout in MySQL
 // before it creates or rebalances shards, so no decision rests on it. The Store's methods read and write MySQL directly.
+// Run rereads only while counts are asked for: an idle worker reads nothing.
 type Cache struct {
 	*Store
 	every  time.Duration
 	log    *zap.Logger
 	counts atomic.Pointer[map[string]int]
+	used   atomic.Bool // Count was called since the last tick
 }
 
-// NewCache returns a Cache that Run refreshes every interval (default 1s).
+// NewCache returns a Cache that Run refreshes every interval (default 1s)
+// in which it was used.
 func NewCache(store *Store, every time.Duration, log *zap.Logger) *Cache {
 	if every <= 0 {
 		every = time.Second
@@ -106,6 +109,9 @@ func NewCache(store *Store, every time.Duration, log *zap.Logger) *Cache {
 
 // Count is the merchant's shard count as last read (1 when not sharded).
 func (c *Cache) Count(merchantID string) int {
+	if !c.used.Load() { // a load, not a store, per event: the flag's cache line stays shared
+		c.used.Store(true)
+	}
 	if n, ok := (*c.counts.Load())[merchantID]; ok {
 		return n
 	}
@@ -122,7 +128,10 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Run refreshes the counts until ctx ends; a failed read keeps the last ones.
+// Run refreshes the counts every interval in which Count was called, until
+// ctx ends; a failed read keeps the last ones. After an idle spell the first
+// events route by the counts read before it, for at most an interval: as
+// after any resharding, nothing is decided by them.
 func (c *Cache) Run(ctx context.Context) error {
 	t := time.NewTicker(c.every)
 	defer t.Stop()
@@ -132,6 +141,9 @@ func (c *Cache) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		if !c.used.Swap(false) {
+			continue
 		}
 		err := c.Refresh(ctx)
 		switch {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/quotaflow/billing/internal/testenv"
 )
@@ -116,5 +117,38 @@ func TestStoreSetAndFolded(t *testing.T) {
 	sharded, err := s.Sharded(ctx)
 	if err != nil || len(sharded) != 1 || sharded["m"] != 3 {
 		t.Fatalf("Sharded = %v, %v", sharded, err)
+	}
+}
+
+// The cache rereads the counts only in intervals it was asked for them: an
+// idle one reads nothing, a used one sees a new count within an interval.
+func TestCacheRefreshesOnlyWhenUsed(t *testing.T) {
+	db, err := testenv.NewMySQL(t).DB.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache(NewStore(db), 5*time.Millisecond, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, err := c.Set(ctx, "m", 4); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // twenty intervals without a Count
+	if n, ok := (*c.counts.Load())["m"]; ok {
+		t.Fatalf("an unused cache read the counts (m has %d)", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Count("m") != 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("a used cache did not read the new count")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

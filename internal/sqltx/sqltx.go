@@ -106,3 +106,12 @@ func InList(values []string) (string, []any) {
 	}
 	return strings.TrimSuffix(strings.Repeat("?, ", len(values)), ", "), args
 }
+
+// Until reads a query's one value, a microsecond count such as
+// TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(due)), as how long until
+// then by MySQL's clock; false when it is NULL (nothing is due).
+func Until(ctx context.Context, q Querier, query string) (time.Duration, bool, error) {
+	var us sql.NullInt64
+	_, err := Each(ctx, q, query, nil, func(rows *sql.Rows) error { return rows.Scan(&us) })
+	return time.Duration(us.Int64) * time.Microsecond, us.Valid, err
+}

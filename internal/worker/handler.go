@@ -92,6 +92,7 @@ type billingHandler struct {
 	keys     *anyKeys // nil: decode checked every key
 	metrics  *Metrics
 	log      *zap.Logger
+	granted  func() // after a grant batch: its expiries may come sooner than any known (nil: none)
 }
 
 func (h *billingHandler) HandleBatch(ctx context.Context, items []consumer.Item[event.PaymentSucceeded]) ([]error, error) {
@@ -177,6 +178,9 @@ func (h *grantHandler) HandleBatch(ctx context.Context, items []consumer.Item[ev
 	results, err := h.deductor.GrantBatch(ctx, grants)
 	if err != nil {
 		return nil, err // for the whole batch: the consumer retries it, or splits it if permanent
+	}
+	if h.granted != nil {
+		h.granted()
 	}
 	errs := make([]error, len(items))
 	for i, r := range results {

@@ -14,6 +14,7 @@ import (
 	"github.com/quotaflow/billing/internal/lock"
 	appmetrics "github.com/quotaflow/billing/internal/metrics"
 	"github.com/quotaflow/billing/internal/outbox"
+	"github.com/quotaflow/billing/internal/stepaside"
 	"github.com/quotaflow/billing/internal/writepath"
 )
 
@@ -52,6 +53,7 @@ type workerMetrics struct {
 	path     writepath.Metrics
 	admin    *adminapi.Metrics
 	outbox   *outbox.Metrics
+	aside    *stepaside.Metrics
 }
 
 // registerAll registers every part's metrics on reg. The consumers'
@@ -72,5 +74,6 @@ func registerAll(reg prometheus.Registerer, k config.Kafka) (*workerMetrics, err
 	m.path.IDGen, errs[5] = idgen.NewMetrics(reg)
 	m.admin, errs[7] = adminapi.NewMetrics(reg)
 	m.outbox, errs[8] = outbox.NewMetrics(reg)
+	m.aside, errs[9] = stepaside.NewMetrics(reg)
 	return &m, errors.Join(errs[:]...)
 }

@@ -3,8 +3,11 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/quotaevent"
@@ -58,5 +61,31 @@ func TestWorkerExpiresIdleMerchant(t *testing.T) {
 	}
 	if v.Credited-v.Debited != 5 || v.Cached {
 		t.Errorf("after the expiry: %+v; want 5 available and the hash dropped", v)
+	}
+}
+
+// The loop sleeps until the earliest due time, at most periodsMaxSleep;
+// something still due after a pass, or a failed read, waits periodsRetry.
+func TestPeriodsSleep(t *testing.T) {
+	at := func(d time.Duration, ok bool, err error) func(context.Context) (time.Duration, bool, error) {
+		return func(context.Context) (time.Duration, bool, error) { return d, ok, err }
+	}
+	none := at(0, false, nil)
+	for _, tc := range []struct {
+		name string
+		next []func(context.Context) (time.Duration, bool, error)
+		want time.Duration
+	}{
+		{"nothing scheduled", []func(context.Context) (time.Duration, bool, error){none, none}, periodsMaxSleep},
+		{"an expiry in 3s", []func(context.Context) (time.Duration, bool, error){at(3*time.Second, true, nil), none}, 3 * time.Second},
+		{"the earlier of two", []func(context.Context) (time.Duration, bool, error){at(3*time.Second, true, nil), at(time.Second/2, true, nil)}, time.Second / 2},
+		{"beyond the bound", []func(context.Context) (time.Duration, bool, error){at(time.Hour, true, nil), none}, periodsMaxSleep},
+		{"still due", []func(context.Context) (time.Duration, bool, error){none, at(-time.Second, true, nil)}, periodsRetry},
+		{"read failed", []func(context.Context) (time.Duration, bool, error){at(time.Hour, true, nil), at(0, false, errors.New("down"))}, periodsRetry},
+	} {
+		p := &periods{next: tc.next, log: zap.NewNop()}
+		if got := p.sleep(context.Background()); got != tc.want {
+			t.Errorf("%s: sleep %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

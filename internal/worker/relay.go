@@ -15,7 +15,8 @@ import (
 // newRelay builds the balance-event relay of a worker: part of the worker
 // rather than a program of its own, since it needs exactly the worker's
 // MySQL and Kafka settings and is idle most of the time; one worker of the
-// group relays at a time (outbox's lock), the others stand by.
+// group relays at a time (outbox's lock), the others stand by and wake it
+// through Redis.
 func newRelay(cfg config.Config, svc *writepath.Services, m *outbox.Metrics, log *zap.Logger) (*outbox.Relay, *kafka.Writer, error) {
 	w := &kafka.Writer{
 		Addr: kafka.TCP(cfg.Kafka.Brokers...), Topic: cfg.QuotaEvents.Topic, Transport: svc.Kafka.Transport,
@@ -24,7 +25,8 @@ func newRelay(cfg config.Config, svc *writepath.Services, m *outbox.Metrics, log
 		ErrorLogger: logging.Kafka(log),
 	}
 	r, err := outbox.New(svc.SQL, w, log.With(zap.String("topic", cfg.QuotaEvents.Topic)), m,
-		outbox.Config{BatchSize: relayBatch, Retention: cfg.QuotaEvents.Retention})
+		outbox.Config{BatchSize: relayBatch, Retention: cfg.QuotaEvents.Retention,
+			Wakes: outbox.Wakes{Redis: svc.Redis, Channel: svc.Keys.OutboxWake(cfg.MySQL.Database())}})
 	if err != nil {
 		return nil, nil, err
 	}

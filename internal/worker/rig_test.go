@@ -48,7 +48,7 @@ func newRig(t testing.TB, partitions int) *rig {
 		"KAFKA_GRANTS_TOPIC": g.grants, "KAFKA_REFUNDS_TOPIC": g.refunds,
 		"REDIS_ADDR": g.redisAddr, "REDIS_KEY_PREFIX": g.prefix, "MYSQL_DSN": g.db.DSN,
 		"HTTP_ADDR": "127.0.0.1:0", "LOCK_TTL": "3s", "IDGEN_LEASE_TTL": "3s", "SHUTDOWN_TIMEOUT": "5s",
-		"WORKER_BATCH_WAIT": "2ms", "WORKER_MAX_ATTEMPTS": "3", "WORKER_COMMIT_INTERVAL": "200ms",
+		"WORKER_LATENCY_BUDGET": "2ms", "WORKER_MAX_ATTEMPTS": "3", "WORKER_COMMIT_INTERVAL": "200ms",
 	}
 	return g
 }

@@ -24,7 +24,7 @@ func TestWorkerTracesOneBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	g := newRig(t, 1)
-	g.env["WORKER_BATCH_WAIT"] = "300ms" // long enough to gather every message into one batch
+	g.env["WORKER_LATENCY_BUDGET"] = "300ms" // long enough to gather every message into one batch
 	exp := tracetest.NewInMemoryExporter()
 	w := g.start(1, Options{NoHTTP: true, SpanExporter: exp})
 	grantAll(t, w.Worker, []string{"m-t"}, 100)

@@ -24,8 +24,10 @@ import (
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/internal/httpserver"
+	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/outbox"
 	"github.com/quotaflow/billing/internal/plan"
+	"github.com/quotaflow/billing/internal/stepaside"
 	"github.com/quotaflow/billing/internal/tracing"
 	"github.com/quotaflow/billing/internal/writepath"
 )
@@ -46,7 +48,10 @@ type Worker struct {
 	// relay publishes the balance events the write path puts in the outbox.
 	relay *outbox.Relay
 	// periods records grant expiries and issues plan grants.
-	periods     *periods
+	periods *periods
+	// aside takes the consumers, the relay and the periods loop out while
+	// the Snowflake generator refuses for longer than IDGEN_STEP_ASIDE_AFTER.
+	aside       *stepaside.Monitor
 	relayWriter *kafka.Writer
 	// HTTPAddr is where the ops endpoints listen (resolved, so ":0" works).
 	HTTPAddr net.Addr
@@ -61,6 +66,9 @@ type Options struct {
 	// SpanExporter receives every span as it ends, whatever the OTEL_*
 	// variables say (tests, the demo's printed trace); nil follows them.
 	SpanExporter sdktrace.SpanExporter
+	// Clock is the Snowflake generator's and its lease's (tests set it
+	// back); nil: the system clock.
+	Clock idgen.Clock
 }
 
 // New builds a worker; it leases its Snowflake worker ID first (see writepath.Lease).
@@ -76,6 +84,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if w.svc, err = writepath.OpenServices(ctx, cfg, "billing-worker", log); err != nil {
 		return nil, err
 	}
+	w.svc.Clock = opts.Clock
 	defer func() {
 		if err != nil {
 			for _, srv := range []*httpserver.Server{w.http, w.admin, w.pprof} {
@@ -110,16 +119,19 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if w.path, err = writepath.Open(ctx, cfg, w.svc, m.path, log, w.relay.Wake); err != nil {
 		return nil, err
 	}
-	w.periods = newPeriods(w.path.Deductor, plan.NewStore(w.svc.SQL), log.Named("periods"))
+	w.periods = newPeriods(w.path.Deductor, w.path.Ledger, plan.NewStore(w.svc.SQL), log.Named("periods"))
+	if w.aside, err = stepaside.New(w.path.IDs.Check, cfg.IDGen.StepAsideAfter, log, m.aside); err != nil {
+		return nil, err
+	}
 	if w.traces, err = newTraces(ctx, cfg.Tracing, opts.SpanExporter); err != nil {
 		return nil, err
 	}
-	handler := &billingHandler{deductor: w.path.Deductor, metrics: m.handler, log: log}
+	handler := &billingHandler{deductor: w.path.Deductor, metrics: m.handler, log: log, granted: w.periods.Wake}
 	if cfg.Worker.ShardedAnyKey {
 		handler.keys = &anyKeys{shards: w.path.Shards}
 	}
 	ccfg := consumerConfig(cfg, w.svc)
-	ccfg.Tracer = w.traces.Tracer()
+	ccfg.Tracer, ccfg.Gate = w.traces.Tracer(), w.aside
 	r := router{shards: w.path.Shards, anyKey: cfg.Worker.ShardedAnyKey}
 	w.consumer, err = consumer.New(ccfg, r.decode, handler, w.probe, log, m.consumer)
 	if err != nil {
@@ -146,6 +158,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		w.http.AddReadiness("kafka_grants", w.grants.Ready)
 		w.http.AddReadiness("kafka_refunds", w.refunds.Ready)
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
+		w.http.AddReadiness("idgen_step_aside", w.aside.Ready)
 	}
 	if cfg.Admin.Addr != "" {
 		if err = w.listenAdmin(cfg, m, log); err != nil {
@@ -203,7 +216,7 @@ func (w *Worker) leaseHeld(context.Context) error {
 func consumerConfig(cfg config.Config, svc *writepath.Services) consumer.Config {
 	return consumer.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.Topic, Group: cfg.Kafka.Group, DLQTopic: cfg.Kafka.DLQTopic,
-		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, BatchWait: cfg.Worker.BatchWait,
+		Lanes: cfg.Worker.Lanes, BatchSize: cfg.Worker.BatchSize, LatencyBudget: cfg.Worker.LatencyBudget,
 		MaxInFlightPerPartition: cfg.Worker.MaxInFlight, CommitInterval: cfg.Worker.CommitInterval,
 		MaxAttempts: cfg.Worker.MaxAttempts, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		Dialer: svc.Kafka.Dialer, Transport: svc.Kafka.Transport,
@@ -253,8 +266,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			_ = w.path.Shards.Run(shardsCtx) // returns nil when stopped
 		}()
 		defer func() { stopShards(); <-shardsDone }()
-		g.Go(func() error { return w.relay.Run(gctx) })
-		g.Go(func() error { return w.periods.Run(gctx) })
+		g.Go(func() error { return w.aside.Run(gctx) })
+		// Stepped aside, the relay lets its lock go to a worker that can
+		// write, and the periods loop writes no ledger row it cannot id.
+		g.Go(func() error { return w.aside.While(gctx, w.relay.Run) })
+		g.Go(func() error { return w.aside.While(gctx, w.periods.Run) })
 		// Payments, grants and refunds: any failing to start stops all.
 		cg, cctx := errgroup.WithContext(gctx)
 		cg.Go(func() error { return w.consumer.Run(cctx) })

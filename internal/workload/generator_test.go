@@ -76,39 +76,39 @@ func checkShare(t *testing.T, what string, count, n int, p float64) {
 func TestSkewShape(t *testing.T) {
 	const n, merchants = 30_000, 30
 	t.Run("uniform", func(t *testing.T) {
-		s := Summarize(generate(t, Config{Seed: 3, Merchants: merchants}, n))
-		if len(s.Merchants) != merchants {
-			t.Fatalf("%d merchants seen, want %d", len(s.Merchants), merchants)
+		s := perMerchant(generate(t, Config{Seed: 3, Merchants: merchants}, n))
+		if len(s) != merchants {
+			t.Fatalf("%d merchants seen, want %d", len(s), merchants)
 		}
-		for m, tot := range s.Merchants {
-			checkShare(t, m, tot.Events, n, 1.0/merchants)
+		for m, count := range s {
+			checkShare(t, m, count, n, 1.0/merchants)
 		}
 	})
 	t.Run("hot 0.2", func(t *testing.T) {
-		s := Summarize(generate(t, Config{Seed: 3, Merchants: merchants, Skew: Skew{Kind: Hot, Param: 0.2}}, n))
-		checkShare(t, "hot merchant", s.Merchants[MerchantID(0)].Events, n, 0.2)
+		s := perMerchant(generate(t, Config{Seed: 3, Merchants: merchants, Skew: Skew{Kind: Hot, Param: 0.2}}, n))
+		checkShare(t, "hot merchant", s[MerchantID(0)], n, 0.2)
 		for i := 1; i < merchants; i++ {
-			checkShare(t, MerchantID(i), s.Merchants[MerchantID(i)].Events, n, 0.8/(merchants-1))
+			checkShare(t, MerchantID(i), s[MerchantID(i)], n, 0.8/(merchants-1))
 		}
 	})
 	t.Run("zipf 1.1", func(t *testing.T) {
 		const exp = 1.1
-		s := Summarize(generate(t, Config{Seed: 3, Merchants: merchants, Skew: Skew{Kind: Zipf, Param: exp}}, n))
+		s := perMerchant(generate(t, Config{Seed: 3, Merchants: merchants, Skew: Skew{Kind: Zipf, Param: exp}}, n))
 		var norm float64
 		for k := range merchants {
 			norm += math.Pow(float64(k+1), -exp)
 		}
 		for _, k := range []int{0, 1, 2, 9, 29} {
-			checkShare(t, MerchantID(k), s.Merchants[MerchantID(k)].Events, n, math.Pow(float64(k+1), -exp)/norm)
+			checkShare(t, MerchantID(k), s[MerchantID(k)], n, math.Pow(float64(k+1), -exp)/norm)
 		}
-		if s.Merchants[MerchantID(0)].Events <= s.Merchants[MerchantID(1)].Events {
+		if s[MerchantID(0)] <= s[MerchantID(1)] {
 			t.Error("rank 0 is not the most frequent merchant")
 		}
 	})
 	t.Run("one merchant", func(t *testing.T) {
-		s := Summarize(generate(t, Config{Seed: 3, Merchants: 1, Skew: Skew{Kind: Hot, Param: 0.3}}, 100))
-		if s.Merchants[MerchantID(0)].Events != 100 {
-			t.Fatalf("single merchant got %d of 100", s.Merchants[MerchantID(0)].Events)
+		s := perMerchant(generate(t, Config{Seed: 3, Merchants: 1, Skew: Skew{Kind: Hot, Param: 0.3}}, 100))
+		if s[MerchantID(0)] != 100 {
+			t.Fatalf("single merchant got %d of 100", s[MerchantID(0)])
 		}
 	})
 }

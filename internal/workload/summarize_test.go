@@ -8,3 +8,14 @@ func Summarize(msgs []Message) Summary {
 	}
 	return s
 }
+
+// perMerchant counts the valid events of msgs by merchant.
+func perMerchant(msgs []Message) map[string]int {
+	out := map[string]int{}
+	for _, m := range msgs {
+		if m.Kind == Valid {
+			out[m.Event.MerchantID]++
+		}
+	}
+	return out
+}

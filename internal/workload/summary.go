@@ -9,21 +9,12 @@ type Summary struct {
 	Malformed  int
 	// Amount is the sum of the amounts of the Valid messages.
 	Amount int64
-	// Merchants holds the Valid events and their amounts per merchant.
-	Merchants map[string]MerchantTotal
 	// Refunds counts the refunds (once per refund id; RefundDuplicates
 	// the ones sent again), Refunded what they take back and Beyond what
 	// is beyond their payments' debits, in Conflicts of them: all as if
 	// every payment debited its whole amount.
 	Refunds, RefundDuplicates, Conflicts int
 	Refunded, Beyond                     int64
-}
-
-// MerchantTotal is one merchant's share of the valid events and refunds.
-type MerchantTotal struct {
-	Events   int
-	Amount   int64
-	Refunded int64
 }
 
 // Add counts m.
@@ -37,13 +28,6 @@ func (s *Summary) Add(m Message) {
 	case Valid:
 		s.Valid++
 		s.Amount += m.Event.Amount
-		if s.Merchants == nil {
-			s.Merchants = make(map[string]MerchantTotal)
-		}
-		t := s.Merchants[m.Event.MerchantID]
-		t.Events++
-		t.Amount += m.Event.Amount
-		s.Merchants[m.Event.MerchantID] = t
 	case Duplicate:
 		s.Duplicates++
 	case Malformed:
@@ -62,10 +46,4 @@ func (s *Summary) addRefund(m Message) {
 	if m.Beyond > 0 {
 		s.Conflicts++
 	}
-	if s.Merchants == nil {
-		s.Merchants = make(map[string]MerchantTotal)
-	}
-	t := s.Merchants[m.Refund.MerchantID]
-	t.Refunded += m.Taken
-	s.Merchants[m.Refund.MerchantID] = t
 }

@@ -21,7 +21,9 @@ import (
 // Path is the deduction machinery on a leased Snowflake worker ID. Its owner
 // runs Lease (renewals) for as long as it writes, and closes the Path after.
 type Path struct {
-	Lease    *idgen.Lease
+	Lease *idgen.Lease
+	// IDs issues the ledger's ids on Lease; nil on a read-only path.
+	IDs      *idgen.Generator
 	Deductor *deduct.Deductor
 	// Ledger is the MySQL side, for settings that need no merchant lock.
 	Ledger *ledgerdb.Store
@@ -71,7 +73,7 @@ func New(cfg config.Config, workerID int, lease *idgen.Lease, svc *Services, m M
 		if err != nil {
 			return nil, err
 		}
-		ids = idgen.Int64s{Generator: gen}
+		ids, p.IDs = idgen.Int64s{Generator: gen}, gen
 	}
 	if p.locks, err = lock.New(svc.Redis, lock.Options{Metrics: m.Lock, Logger: log}); err != nil {
 		return nil, err
@@ -113,7 +115,7 @@ func Lease(ctx context.Context, cfg config.Config, svc *Services, m *idgen.Metri
 	ttl := cfg.IDGen.LeaseTTL
 	bo := backoff.WithMaxRetries(backoff.NewConstantBackOff(ttl/3), 6) // two TTLs
 	err = backoff.RetryNotify(func() error {
-		lease, err = idgen.AcquireLease(ctx, svc.Redis, svc.Keys, cfg.IDGen.WorkerID, holder, log, idgen.LeaseOptions{TTL: ttl, Metrics: m})
+		lease, err = idgen.AcquireLease(ctx, svc.Redis, svc.Keys, cfg.IDGen.WorkerID, holder, log, idgen.LeaseOptions{TTL: ttl, Metrics: m, Clock: svc.Clock})
 		if err != nil && !errors.Is(err, idgen.ErrWorkerHeld) {
 			return backoff.Permanent(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/dial"
+	"github.com/quotaflow/billing/internal/idgen"
 	"github.com/quotaflow/billing/internal/keyspace"
 )
 
@@ -25,6 +26,9 @@ type Services struct {
 	SQL   *sql.DB // DB's pool
 	Kafka dial.Kafka
 	Keys  keyspace.Keyspace
+	// Clock is the Snowflake generator's and its lease's; nil: the system
+	// clock (tests set it back).
+	Clock idgen.Clock
 }
 
 // OpenServices opens the connections the config names; nothing is dialled until used.

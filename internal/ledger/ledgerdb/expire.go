@@ -16,6 +16,17 @@ func (s *Store) DueExpiries(ctx context.Context, limit int) ([]string, error) {
 	return s.merchantIDs(ctx, "SELECT merchant_id FROM merchant_balance WHERE next_expiry <= UTC_TIMESTAMP(6) ORDER BY next_expiry LIMIT ?", []any{limit})
 }
 
+// UntilNextExpiry is how long until the earliest expiry of any merchant by
+// MySQL's clock (negative: one is due; an index's first entry); false when
+// no merchant has one.
+func (s *Store) UntilNextExpiry(ctx context.Context) (time.Duration, bool, error) {
+	d, ok, err := sqltx.Until(ctx, s.db, "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(next_expiry)) FROM merchant_balance")
+	if err != nil {
+		return 0, false, fmt.Errorf("ledger: next expiry: %w", err)
+	}
+	return d, ok, nil
+}
+
 // DueAmong lists those of merchants with an expiry due by MySQL's clock.
 func (s *Store) DueAmong(ctx context.Context, merchants []string) ([]string, error) {
 	if len(merchants) == 0 {

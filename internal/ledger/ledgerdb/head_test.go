@@ -129,16 +129,7 @@ func TestGuardWaitsForTheEarliestExpiry(t *testing.T) {
 // Expiry compares with MySQL's clock in UTC, as the times it stores are
 // written: a session in another time zone neither expires a grant early nor late.
 func TestExpiryIgnoresTheSessionTimeZone(t *testing.T) {
-	db := testenv.NewMySQL(t)
-	east, err := sql.Open("mysql", db.DSN+"&time_zone=%27%2B02%3A00%27")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { east.Close() })
-	s, err := New(east, &counterIDs{}, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := eastStore(t)
 	ctx := context.Background()
 	hour := time.Now().UTC().Add(time.Hour)
 	if _, err := s.Grant(ctx, []ledger.Credit{{ID: "g-hour", MerchantID: "m", Amount: 100, ExpiresAt: &hour}}); err != nil {
@@ -158,4 +149,43 @@ func TestExpiryIgnoresTheSessionTimeZone(t *testing.T) {
 	if due, err := s.DueExpiries(ctx, 10); err != nil || len(due) != 1 || due[0] != "n" {
 		t.Fatalf("due %v (%v), want [n]", due, err)
 	}
+}
+
+// The next expiry is the earliest of every merchant's, by MySQL's clock in
+// UTC whatever the session's time zone; none before any grant expires.
+func TestUntilNextExpiry(t *testing.T) {
+	s := eastStore(t)
+	ctx := context.Background()
+	if _, ok, err := s.UntilNextExpiry(ctx); err != nil || ok {
+		t.Fatalf("before any grant: %v, %v; want none", ok, err)
+	}
+	now := time.Now().UTC()
+	early, late := now.Add(time.Hour), now.Add(2*time.Hour)
+	if _, err := s.Grant(ctx, []ledger.Credit{
+		{ID: "late", MerchantID: "m-1", Amount: 100, ExpiresAt: &late},
+		{ID: "early", MerchantID: "m-2", Amount: 100, ExpiresAt: &early},
+		{ID: "never", MerchantID: "m-3", Amount: 100},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d, ok, err := s.UntilNextExpiry(ctx)
+	if err != nil || !ok || d <= 59*time.Minute || d > time.Hour {
+		t.Fatalf("next expiry in %v (%v, %v), want m-2's, within the hour", d, ok, err)
+	}
+}
+
+// eastStore is a store whose sessions run in UTC+2.
+func eastStore(t *testing.T) *Store {
+	t.Helper()
+	db := testenv.NewMySQL(t)
+	east, err := sql.Open("mysql", db.DSN+"&time_zone=%27%2B02%3A00%27")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { east.Close() })
+	s, err := New(east, &counterIDs{}, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

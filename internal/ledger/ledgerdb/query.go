@@ -151,9 +151,7 @@ func (s *Store) MerchantRows(ctx context.Context, merchantID string, after int64
 	err := s.query(ctx, s.db, merchantRowsSQL,
 		[]any{merchantID, after, limit}, func(rows *sql.Rows) error {
 			var r ledger.Row
-			err := rows.Scan(&r.ID, &r.EventID, &r.MerchantID, &r.Kind, &r.Amount, &r.BalanceAfter, &r.Reason, &r.PaymentID, &r.Source,
-				&r.OccurredAt, &r.CreatedAt, &r.Overage, &r.GrantID, &r.Seq)
-			r.OccurredAt, r.CreatedAt = r.OccurredAt.UTC(), r.CreatedAt.UTC()
+			err := scanRow(rows, &r)
 			out = append(out, r)
 			return err
 		})

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,6 +42,7 @@ const loadUsage = `billing-sim load: measure the billing-worker binary black-box
   billing-sim load --refunds 0.1 --versus-no-refunds 2
   billing-sim load --vary WORKER_BATCH_SIZE=256,1024,2048 --plot batch.svg
   billing-sim load --rate 5000 --plot latency.svg
+  billing-sim load --rate 0 --soak 60s        # idle: the cores no traffic costs
 
 Runs the real billing-worker processes against a broker, the local MariaDB and
 Redis, on a database, key prefix and topics of its own, and reports (with
@@ -75,14 +77,14 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.BoolVar(&o.OrderedIDs, "ordered-ids", false, "with --ledger-rows: pre-filled event_ids ascend and sort before the run's (ids that grow with time); default: scattered among them (random ids)")
 	fs.Var(&f.rate, "rate", "produce at N events/s on an absolute schedule while the workers run, and measure produce->ledger latency (0: preload)")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "with --rate: events due in this first part count for throughput, not latency")
-	fs.DurationVar(&f.soak, "soak", 0, "with --rate (default 5000/s): produce for this long (sets --events) and report worker memory over time")
+	fs.DurationVar(&f.soak, "soak", 0, "with --rate (default 5000/s): produce for this long (sets --events) and report worker memory over time; with --rate 0: no traffic for this long, and the cores the workers, mariadbd and redis-server keep busy")
 	fs.IntVar(&o.BaselineEvents, "baseline-events", load.DefaultBaselineEvents, "events of the rowlock baseline (internal/bench) in the same run; 0 skips it")
 	fs.DurationVar(&o.SampleEvery, "sample", time.Second, "interval of the workers' memory samples")
 	fs.DurationVar(&o.Stall, "stall", time.Minute, "fail when the ledger does not move for this long")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.StringVar(&f.jsonFile, "json-file", "", "also write the result as JSON to this file")
-	fs.StringVar(&f.vary, "vary", "", "a sweep: one run per value of a worker variable (WORKER_BATCH_SIZE=256,1024) or of ledger-rows=0,1000000")
-	fs.StringVar(&f.plot, "plot", "", "write an SVG: events/s against the --vary values, or a paced run's (--rate) latency distribution")
+	fs.StringVar(&f.vary, "vary", "", "a sweep: one run per value of a worker variable (WORKER_BATCH_SIZE=256,1024, WORKER_LATENCY_BUDGET=10ms,50ms) or of ledger-rows=0,1000000")
+	fs.StringVar(&f.plot, "plot", "", "write an SVG: events/s against the --vary values (paced: CPU per event against p99, by value), or a paced run's (--rate) latency distribution")
 	output := fs.Output()
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -97,6 +99,16 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	}
 	if f.versusNone > 0 && (o.Refunds == 0 || f.versus > 0) {
 		return f, fs.Fail("--versus-no-refunds needs --refunds, and not --versus-uniform")
+	}
+	rateGiven := false
+	fs.Visit(func(fl *flag.Flag) { rateGiven = rateGiven || fl.Name == "rate" })
+	if f.soak > 0 && rateGiven && o.Rate == 0 {
+		if f.vary != "" || f.versus > 0 || f.plot != "" {
+			return f, fs.Fail("--rate 0 --soak (idle) measures one run: no --vary, --versus-uniform or --plot")
+		}
+		o.Idle = f.soak
+		o.Timeout = max(o.Timeout, f.soak+10*time.Minute)
+		return f, nil
 	}
 	if f.soak > 0 {
 		if o.Rate == 0 {
@@ -160,13 +172,17 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 		err = writePlot(f.plot, func(w io.Writer) error { return load.PlotLatency(w, res) })
 	}
 	switch {
+	case res.Idle != nil && f.output == cli.JSON:
+		err = errors.Join(err, printJSON(d.stdout, res))
+	case res.Idle != nil:
+		writeIdle(d.stdout, res)
 	case res.EventsPerSec <= 0:
 	case f.output == cli.JSON:
 		err = errors.Join(err, printJSON(d.stdout, res))
 	default:
 		writeLoad(d.stdout, res, f.soak > 0)
 	}
-	if f.jsonFile != "" && res.EventsPerSec > 0 {
+	if f.jsonFile != "" && (res.EventsPerSec > 0 || res.Idle != nil) {
 		err = errors.Join(err, writeJSON(f.jsonFile, res))
 	}
 	if b := res.Baseline; err == nil && b != nil && b.Error != "" {
@@ -229,7 +245,11 @@ func sweep(ctx context.Context, w io.Writer, o load.Options, f loadFlags) error 
 	v, _ := load.ParseVary(f.vary) // parsed with the flags
 	results, err := load.Sweep(ctx, o, v, func(r load.Result) { writeLoad(w, r, false); fmt.Fprintln(w) })
 	for i, r := range results {
-		fmt.Fprintf(w, "sweep       %s=%s: %.0f events/s, %.1f µs/event\n", v.Key, v.Values[i], r.EventsPerSec, serverCPU(r))
+		p99 := ""
+		if p := r.Paced; p != nil {
+			p99 = fmt.Sprintf(", p99 %.1f ms, %.0f events per batch", p.Latency.P99MS, meanBatch(r))
+		}
+		fmt.Fprintf(w, "sweep       %s=%s: %.0f events/s, %.1f µs/event%s\n", v.Key, v.Values[i], r.EventsPerSec, serverCPU(r), p99)
 	}
 	if err == nil && f.plot != "" {
 		err = writePlot(f.plot, func(w io.Writer) error { return load.PlotSweep(w, v, results) })
@@ -243,6 +263,19 @@ func writePlot(path string, draw func(io.Writer) error) error {
 		return err
 	}
 	return errors.Join(draw(file), file.Close())
+}
+
+// meanBatch is the events per handler call over the workers.
+func meanBatch(r load.Result) float64 {
+	var calls, events float64
+	for _, m := range r.Memory {
+		calls += float64(m.Batches)
+		events += float64(m.Batches) * m.MeanBatch
+	}
+	if calls == 0 {
+		return 0
+	}
+	return events / calls
 }
 
 // serverCPU is the CPU per event of the worker(s), mariadbd and redis-server.
@@ -306,27 +339,7 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 				tx.P50MS, tx.P99MS, tx.Count)
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "cpu\tprocess\tpid\tcpu s\tµs/event\tcores\t")
-	for _, c := range r.CPU {
-		if !c.Measured {
-			fmt.Fprintf(tw, "\t%s\t\t\tn/a\t\t  %s\n", c.Name, strings.TrimPrefix(c.Note, "n/a: "))
-			continue
-		}
-		note := c.Note
-		if c.Name == "mariadbd" || c.Name == "redis-server" {
-			note = fmt.Sprintf("%.2f cores in the second before the run (other clients)", c.QuietCores)
-		}
-		fmt.Fprintf(tw, "\t%s\t%d\t%.2f\t%.1f\t%.2f\t  %s\n", c.Name, c.PID, c.CPUSeconds, c.USPerEvent, c.Cores, note)
-	}
-	if r.SystemUSPerEvent > 0 {
-		fmt.Fprintf(tw, "\tworkers+mariadbd+redis\t\t\t%.1f\t%.2f\t  events/s = these cores / this CPU per event\n", r.SystemUSPerEvent, r.SystemCores())
-	}
-	tw.Flush()
-	if m := r.Machine; m.BusyCores > 0 {
-		fmt.Fprintf(w, "machine     %.2f of %d cores busy in the window: %.2f the processes above, %.2f other programs\n",
-			m.BusyCores, r.Host.CPUs, m.OursCores, m.OtherCores)
-	}
+	writeCPU(w, r)
 	i := r.InnoDB
 	fmt.Fprintf(w, "innodb      per event %.2f buffer pool disk reads, %.1f read requests, %.2f pages written back, %.0f redo bytes, %.3f fsyncs (server-wide); ledger ~%d rows: data %d MiB, indexes %d MiB\n",
 		i.DiskReadsPerEvent, i.ReadRequestsPerEvent, i.PagesFlushedPerEvent, i.RedoBytesPerEvent, i.FsyncsPerEvent, i.LedgerRows, i.LedgerDataBytes>>20, i.LedgerIndexBytes>>20)
@@ -358,6 +371,54 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 		if series {
 			writeSeries(w, m.Samples)
 		}
+	}
+}
+
+// writeIdle prints an idle run (--rate 0 --soak D) for a person.
+func writeIdle(w io.Writer, r load.Result) {
+	s, i := r.Setup, r.Idle
+	broker := "embedded broker"
+	if !s.Embedded {
+		broker = "brokers " + strings.Join(s.Brokers, ",")
+	}
+	fmt.Fprintf(w, "load        idle, %d worker(s), %d partitions, %s\n", s.Workers, s.Partitions, broker)
+	fmt.Fprintf(w, "idle        %.1fs with no traffic (after %.0fs to settle): workers+mariadbd+redis kept %.4f cores busy\n",
+		i.WindowS, i.SettleS, i.Cores)
+	fmt.Fprintf(w, "wake        one event after it: %.1f ms from its produce to its ledger row (the producer's linger, the fetch, the lane's hold of WORKER_LATENCY_BUDGET, the batch)\n", i.WakeMS)
+	writeCPU(w, r)
+}
+
+// writeCPU prints the processes' CPU (per event unless idle) and the machine's load.
+func writeCPU(w io.Writer, r load.Result) {
+	idle := r.Idle != nil
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	perEvent, quiet := "µs/event\t", "the run"
+	if idle {
+		perEvent, quiet = "", "the workers started"
+	}
+	fmt.Fprintf(tw, "cpu\tprocess\tpid\tcpu s\t%scores\t\n", perEvent)
+	for _, c := range r.CPU {
+		if !c.Measured {
+			fmt.Fprintf(tw, "\t%s\t\t\tn/a\t\t  %s\n", c.Name, strings.TrimPrefix(c.Note, "n/a: "))
+			continue
+		}
+		note := c.Note
+		if c.Name == "mariadbd" || c.Name == "redis-server" {
+			note = fmt.Sprintf("%.3f cores in the second before %s (other clients)", c.QuietCores, quiet)
+		}
+		if idle {
+			fmt.Fprintf(tw, "\t%s\t%d\t%.3f\t%.4f\t  %s\n", c.Name, c.PID, c.CPUSeconds, c.Cores, note)
+		} else {
+			fmt.Fprintf(tw, "\t%s\t%d\t%.2f\t%.1f\t%.2f\t  %s\n", c.Name, c.PID, c.CPUSeconds, c.USPerEvent, c.Cores, note)
+		}
+	}
+	if r.SystemUSPerEvent > 0 {
+		fmt.Fprintf(tw, "\tworkers+mariadbd+redis\t\t\t%.1f\t%.2f\t  events/s = these cores / this CPU per event\n", r.SystemUSPerEvent, r.SystemCores())
+	}
+	tw.Flush()
+	if m := r.Machine; m.BusyCores > 0 {
+		fmt.Fprintf(w, "machine     %.2f of %d cores busy in the window: %.2f the processes above, %.2f other programs\n",
+			m.BusyCores, r.Host.CPUs, m.OursCores, m.OtherCores)
 	}
 }
 

@@ -34,6 +34,13 @@ func TestLoadFlags(t *testing.T) {
 	if _, err := parseLoadFlags([]string{"--versus-no-refunds", "2"}, d); err != errUsage {
 		t.Fatalf("--versus-no-refunds without --refunds: %v", err)
 	}
+	// --rate 0 --soak is idle: no events but the one of the wake.
+	if f, err = parseLoadFlags([]string{"--rate", "0", "--soak", "60s"}, d); err != nil || f.o.Rate != 0 || f.o.Idle != time.Minute || f.o.Timeout < 10*time.Minute {
+		t.Fatalf("idle: %+v, %v", f.o, err)
+	}
+	if _, err := parseLoadFlags([]string{"--rate", "0", "--soak", "60s", "--vary", "WORKER_LANES=1,2"}, d); err != errUsage {
+		t.Fatalf("idle sweep: %v, want a usage error", err)
+	}
 	if _, err := parseLoadFlags([]string{"--workers", "two"}, d); err != errUsage {
 		t.Fatalf("bad flag: %v", err)
 	}
@@ -83,5 +90,23 @@ func TestWriteLoad(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || back.EventsPerSec != 5000 || back.Paced.Latency.P99MS != 9 || back.Paced.LedgerTx.P99MS != 7.5 ||
 		back.InnoDB.Deadlocks.Per100k != 300 || back.LedgerRetries != 4 {
 		t.Fatalf("JSON: %v, %+v", err, back)
+	}
+}
+
+func TestWriteIdle(t *testing.T) {
+	res := load.Result{
+		Setup: load.Setup{Workers: 1, Partitions: 6, Embedded: true},
+		Idle:  &load.Idle{SettleS: 5, WindowS: 60, Cores: 0.0042, WakeMS: 57.5},
+		CPU: []load.ProcessCPU{
+			{Name: "worker-0", PID: 7, Measured: true, CPUSeconds: 0.12, Cores: 0.002},
+			{Name: "mariadbd", PID: 8, Measured: true, CPUSeconds: 0.13, Cores: 0.0022, QuietCores: 0.01},
+		},
+	}
+	var out bytes.Buffer
+	writeIdle(&out, res)
+	for _, want := range []string{"60.0s with no traffic", "0.0042 cores busy", "57.5 ms", "0.0020", "0.010 cores in the second before the workers started"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

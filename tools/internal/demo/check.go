@@ -11,7 +11,6 @@ import (
 
 	"github.com/quotaflow/billing/internal/dlq"
 	"github.com/quotaflow/billing/internal/invariant"
-	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 )
 
@@ -44,9 +43,8 @@ func (r *run) check(ctx context.Context) error {
 	}
 	produced := r.traffic.Produced
 	produced.Invalid += r.sum.Refunds.DeadLettered
-	keys, _ := keyspace.New(r.st.Prefix)
 	r.sum.Invariants, err = invariant.Check(ctx, produced, invariant.State{
-		DB: db, Redis: r.st.Redis, Keys: keys, DLQ: records, RedisSettled: true,
+		DB: db, Redis: r.st.Redis, Keys: r.keys, DLQ: records, RedisSettled: true,
 	})
 	if err != nil {
 		return err

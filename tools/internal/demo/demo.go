@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/logging"
 	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/shard"
@@ -101,7 +102,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	// The demo tells its own story on Out; the system's parts log at LogLevel.
-	partsLog, err := logging.New(o.LogLevel)
+	partsLog, err := logging.Build(logging.Options{Level: o.LogLevel, Sampling: true})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,11 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	defer st.Teardown() //nolint:errcheck // best effort at exit
-	r := &run{o: o, st: st, log: log, sum: &Summary{Database: st.DBName, Prefix: st.Prefix, Rate: o.Rate}}
+	keys, err := keyspace.New(st.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	r := &run{o: o, st: st, keys: keys, log: log, sum: &Summary{Database: st.DBName, Prefix: st.Prefix, Rate: o.Rate}}
 	defer r.stopWorkers() // after the keep phase: it is there to explore running workers
 	defer func() {
 		if r.tokenFile != "" {

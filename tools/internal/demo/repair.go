@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/lock"
 	"github.com/quotaflow/billing/internal/quota"
 	"github.com/quotaflow/billing/internal/reconcile"
@@ -25,11 +24,7 @@ type corruption struct {
 
 // corrupt damages a few merchants' Redis balances while the workers are idle.
 func (r *run) corrupt(ctx context.Context) error {
-	keys, err := keyspace.New(r.st.Prefix)
-	if err != nil {
-		return err
-	}
-	merchants, err := r.loadedMerchants(ctx, keys)
+	merchants, err := r.loadedMerchants(ctx)
 	if err != nil {
 		return err
 	}
@@ -57,7 +52,7 @@ func (r *run) corrupt(ctx context.Context) error {
 	var names []string
 	for i, c := range plan {
 		m := merchants[i*len(merchants)/len(plan)]
-		if err := c.do(keys.Quota(m)); err != nil {
+		if err := c.do(r.keys.Quota(m)); err != nil {
 			return fmt.Errorf("demo: corrupt %s: %w", m, err)
 		}
 		r.sum.Corrupted = append(r.sum.Corrupted, corruption{merchant: m, kind: c.kind})
@@ -67,11 +62,11 @@ func (r *run) corrupt(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) loadedMerchants(ctx context.Context, keys keyspace.Keyspace) ([]string, error) {
+func (r *run) loadedMerchants(ctx context.Context) ([]string, error) {
 	var out []string
-	iter := r.st.Redis.Scan(ctx, 0, keys.QuotaPattern(), 1000).Iterator()
+	iter := r.st.Redis.Scan(ctx, 0, r.keys.QuotaPattern(), 1000).Iterator()
 	for iter.Next(ctx) {
-		if m, ok := keys.MerchantFromQuota(iter.Val()); ok {
+		if m, ok := r.keys.MerchantFromQuota(iter.Val()); ok {
 			out = append(out, m)
 		}
 	}
@@ -113,10 +108,6 @@ func (r *run) hydrate(ctx context.Context) error {
 
 // withReconciler runs fn with a reconciler of the run's database and Redis.
 func (r *run) withReconciler(ctx context.Context, fn func(*reconcile.Reconciler) error) error {
-	keys, err := keyspace.New(r.st.Prefix)
-	if err != nil {
-		return err
-	}
 	db, err := sql.Open("mysql", r.st.DSN)
 	if err != nil {
 		return err
@@ -127,7 +118,7 @@ func (r *run) withReconciler(ctx context.Context, fn func(*reconcile.Reconciler)
 		return err
 	}
 	defer locks.Close()
-	rc, err := reconcile.New(db, r.st.Redis, keys, reconcile.NewLocker(locks), reconcile.Config{Grace: time.Minute, Logger: r.log})
+	rc, err := reconcile.New(db, r.st.Redis, r.keys, reconcile.NewLocker(locks), reconcile.Config{Grace: time.Minute, Logger: r.log})
 	if err != nil {
 		return err
 	}

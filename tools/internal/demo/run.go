@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotaflow/billing/internal/config"
 	"github.com/quotaflow/billing/internal/event"
+	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/scenario"
 	"github.com/quotaflow/billing/internal/worker"
 	"github.com/quotaflow/billing/internal/workload"
@@ -20,6 +21,7 @@ import (
 type run struct {
 	o       Options
 	st      *scenario.Stage
+	keys    keyspace.Keyspace // the stage's Redis keys
 	log     *zap.Logger
 	sum     *Summary
 	traffic scenario.Traffic

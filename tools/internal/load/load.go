@@ -64,6 +64,15 @@ type Options struct {
 	// Rate, when positive, produces on an absolute schedule (events/s) while
 	// the workers run, instead of preloading; latency is measured then.
 	Rate float64
+	// Idle, when positive, runs the workers with no traffic for this long
+	// (after their group formed and they settled) and reports the cores
+	// they, mariadbd and redis-server keep busy, then the wake of one event
+	// (Result.Idle); Events is 1 then.
+	Idle time.Duration
+	// IdleSettle is how long the workers run after their group formed before
+	// the idle window: their start-up work (schema check, first reads of
+	// shards, periods and the outbox) is not idling. Default 5s.
+	IdleSettle time.Duration
 	// Warmup: events due in the first Warmup of a paced schedule count for
 	// throughput but not for latency (cold caches, hydration). Default 2s.
 	Warmup time.Duration
@@ -94,6 +103,9 @@ func (o *Options) setDefaults() {
 	o.Stall, o.Timeout = cmp.Or(o.Stall, time.Minute), cmp.Or(o.Timeout, 30*time.Minute)
 	o.Log = cmp.Or(o.Log, zap.NewNop())
 	o.Shards = cmp.Or(o.Shards, 1)
+	if o.Idle > 0 {
+		o.Events, o.IdleSettle = 1, cmp.Or(o.IdleSettle, 5*time.Second)
+	}
 }
 
 // Validate reports every bad option at once.
@@ -120,6 +132,7 @@ func (o Options) Validate() error {
 		"events %d, ledger rows %d, baseline events %d: events positive, the others not negative", o.Events, o.LedgerRows, o.BaselineEvents)
 	check(!(o.Rate < 0 || o.Rate > 1e6), "rate %v: 0 (preload) or up to 1000000/s", o.Rate)
 	check(o.Refunds >= 0 && o.Refunds <= 0.5 && (o.Refunds == 0 || o.Rate == 0), "refunds %v: 0..0.5, preloaded (no rate)", o.Refunds)
+	check(o.Idle >= 0 && (o.Idle == 0 || o.Rate == 0), "idle %v: not negative, and only without a rate", o.Idle)
 	check(o.Warmup >= 0 && o.SampleEvery >= 0 && o.Stall >= 0 && o.Timeout >= 0,
 		"warmup, sample interval, stall and timeout must not be negative")
 	if len(errs) > 0 {
@@ -162,6 +175,7 @@ type Result struct {
 
 	Baseline *Baseline `json:"baseline,omitempty"`
 	Paced    *Paced    `json:"paced,omitempty"`
+	Idle     *Idle     `json:"idle,omitempty"`
 	Memory   []Memory  `json:"memory"`
 }
 
@@ -190,6 +204,7 @@ type Setup struct {
 	LedgerRows   int      `json:"ledger_rows_before"`
 	OrderedIDs   bool     `json:"ledger_ids_ordered,omitempty"`
 	Rate         float64  `json:"rate,omitempty"`
+	IdleS        float64  `json:"idle_s,omitempty"`
 }
 
 // Host is where it ran; the MySQL settings are the ones a figure depends on.

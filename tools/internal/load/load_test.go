@@ -142,6 +142,30 @@ func TestRun(t *testing.T) {
 		}
 		checkRemoved(t, db, rdb, res.Setup)
 	})
+
+	t.Run("idle", func(t *testing.T) {
+		o := opts()
+		o.Idle, o.IdleSettle = time.Second, 200*time.Millisecond
+		res, err := Run(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := res.Idle
+		if i == nil || res.Rows != 1 || i.WindowS < 1 || i.Cores < 0 || i.WakeMS <= 0 {
+			t.Fatalf("idle %+v, rows %d; want a window of a second and one event's wake", i, res.Rows)
+		}
+		measured := false
+		for _, c := range res.CPU {
+			measured = measured || c.Name == "worker-0" && c.Measured && c.USPerEvent == 0
+		}
+		if !measured {
+			t.Errorf("cpu %+v, want the worker measured in cores, not per event", res.CPU)
+		}
+		if _, err := json.Marshal(res); err != nil {
+			t.Fatal(err)
+		}
+		checkRemoved(t, db, rdb, res.Setup)
+	})
 }
 
 // With --brokers the run makes topics of its own there, and deletes them;

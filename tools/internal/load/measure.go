@@ -24,6 +24,7 @@ type metered struct {
 	pid        int
 	err        error // not measured, and why
 	idle       time.Duration
+	quietEnd   time.Duration // the end of the quiet second (restart moves before on)
 	before     time.Duration
 	after      time.Duration
 }
@@ -56,6 +57,9 @@ func newMeter(ctx context.Context, o Options, st *stage) (*meter, error) {
 	case <-t.C:
 	}
 	m.readAll(func(p *metered) *time.Duration { return &p.before })
+	for _, p := range m.procs {
+		p.quietEnd = p.before
+	}
 	m.busy, _ = machineBusy(procRoot) // unreadable: the machine's figure stays 0
 	return m, nil
 }
@@ -80,6 +84,14 @@ func (m *meter) readAll(into func(*metered) *time.Duration) {
 
 func (m *meter) addWorker(w *workerProc) {
 	m.procs = append(m.procs, &metered{name: fmt.Sprintf("worker-%d", w.id), pid: w.Pid()})
+}
+
+// restart starts the window again, now (the workers' start-up left out).
+func (m *meter) restart() {
+	m.readAll(func(p *metered) *time.Duration { return &p.before })
+	if m.busy > 0 {
+		m.busy, _ = machineBusy(procRoot)
+	}
 }
 
 // read takes the end readings, while every process still runs.
@@ -110,10 +122,12 @@ func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, float64
 		d := p.after - p.before
 		c.Measured = true
 		c.CPUSeconds = d.Seconds()
-		c.USPerEvent = float64(d.Microseconds()) / float64(events)
+		if events > 0 {
+			c.USPerEvent = float64(d.Microseconds()) / float64(events)
+		}
 		c.Cores = d.Seconds() / window.Seconds()
 		if server(p) {
-			c.QuietCores = (p.before - p.idle).Seconds() / quiet.Seconds()
+			c.QuietCores = (p.quietEnd - p.idle).Seconds() / quiet.Seconds()
 		}
 		if !tool {
 			system += d
@@ -127,7 +141,7 @@ func (m *meter) results(events int, window time.Duration) ([]ProcessCPU, float64
 		mach.OursCores = ours.Seconds() / window.Seconds()
 		mach.OtherCores = max(0, mach.BusyCores-mach.OursCores)
 	}
-	if !complete {
+	if !complete || events == 0 {
 		return out, 0, mach
 	}
 	return out, float64(system.Microseconds()) / float64(events), mach

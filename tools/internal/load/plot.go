@@ -9,17 +9,19 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Vary is one setting a sweep changes between runs: a worker variable
-// (WORKER_BATCH_SIZE=256,512,...) or the pre-filled ledger rows
-// (ledger-rows=0,1000000,...).
+// (WORKER_BATCH_SIZE=256,512,..., WORKER_LATENCY_BUDGET=10ms,50ms,...) or
+// the pre-filled ledger rows (ledger-rows=0,1000000,...).
 type Vary struct {
 	Key    string
 	Values []string
 }
 
-// ParseVary reads KEY=v1,v2,...; ledger-rows takes integers.
+// ParseVary reads KEY=v1,v2,...: numbers, or durations (50ms); ledger-rows
+// takes integers.
 func ParseVary(s string) (Vary, error) {
 	k, vs, ok := strings.Cut(s, "=")
 	if !ok || k == "" || vs == "" {
@@ -27,11 +29,22 @@ func ParseVary(s string) (Vary, error) {
 	}
 	v := Vary{Key: k, Values: strings.Split(vs, ",")}
 	for _, x := range v.Values {
-		if _, err := strconv.ParseFloat(x, 64); err != nil {
-			return Vary{}, fmt.Errorf("load: --vary %q: %q is not a number (the plot's x axis)", s, x)
+		if _, ok := number(x); !ok {
+			return Vary{}, fmt.Errorf("load: --vary %q: %q is neither a number nor a duration (the plot's x axis)", s, x)
 		}
 	}
 	return v, nil
+}
+
+// number reads a --vary value: a number, or a duration in milliseconds.
+func number(x string) (float64, bool) {
+	if f, err := strconv.ParseFloat(x, 64); err == nil {
+		return f, true
+	}
+	if d, err := time.ParseDuration(x); err == nil {
+		return float64(d) / float64(time.Millisecond), true
+	}
+	return 0, false
 }
 
 // Sweep runs o once per value of v, in order, calling each with its result.
@@ -54,17 +67,31 @@ func Sweep(ctx context.Context, o Options, v Vary, each func(Result)) ([]Result,
 	return out, nil
 }
 
-// PlotSweep draws events/s against the varied setting.
+// PlotSweep draws events/s against the varied setting; of paced runs, the
+// CPU per event of the workers, mariadbd and redis-server against their
+// produce->ledger p99, each point named by its value (what a setting such as
+// WORKER_LATENCY_BUDGET trades).
 func PlotSweep(w io.Writer, v Vary, results []Result) error {
-	var pts [][2]float64
-	for i, r := range results {
-		x, _ := strconv.ParseFloat(v.Values[i], 64)
-		pts = append(pts, [2]float64{x, r.EventsPerSec})
-	}
-	if len(pts) == 0 {
+	if len(results) == 0 {
 		return errors.New("load: nothing to plot")
 	}
 	r := results[0]
+	if r.Paced != nil {
+		var pts [][2]float64
+		var labels []string
+		for i, r := range results {
+			pts = append(pts, [2]float64{r.Paced.Latency.P99MS, r.SystemUSPerEvent})
+			labels = append(labels, v.Values[i])
+		}
+		title := fmt.Sprintf("CPU per event against p99 at %.0f events/s, by %s: %d events, %d worker(s), %d CPUs",
+			r.Paced.Rate, v.Key, r.Events, r.Setup.Workers, r.Host.CPUs)
+		return plot(w, title, "produce->ledger p99, ms", "µs of CPU per event (workers, mariadbd, redis)", pts, labels...)
+	}
+	var pts [][2]float64
+	for i, r := range results {
+		x, _ := number(v.Values[i])
+		pts = append(pts, [2]float64{x, r.EventsPerSec})
+	}
 	title := fmt.Sprintf("events/s against %s: %d events, %d worker(s), %d CPUs", v.Key, r.Events, r.Setup.Workers, r.Host.CPUs)
 	return plot(w, title, v.Key, "events/s", pts)
 }
@@ -85,8 +112,9 @@ func PlotLatency(w io.Writer, r Result) error {
 	return plot(w, title, "latency, ms", "% of events", pts)
 }
 
-// plot writes a line chart of pts (x ascending) as SVG, axes from 0.
-func plot(w io.Writer, title, xLabel, yLabel string, pts [][2]float64) error {
+// plot writes a line chart of pts (in order) as SVG, axes from 0; labels,
+// if given, name the points.
+func plot(w io.Writer, title, xLabel, yLabel string, pts [][2]float64, labels ...string) error {
 	const width, height, left, bottom, top, right = 720.0, 400.0, 70.0, 50.0, 40.0, 20.0
 	var maxX, maxY float64
 	for _, p := range pts {
@@ -117,6 +145,9 @@ func plot(w io.Writer, title, xLabel, yLabel string, pts [][2]float64) error {
 	if len(pts) <= 20 { // a sweep: mark each run
 		for _, p := range pts {
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="#1f77b4"/>`+"\n", sx(p[0]), sy(p[1]))
+		}
+		for i, l := range labels {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", sx(pts[i][0])+7, sy(pts[i][1])-7, html.EscapeString(l))
 		}
 	}
 	b.WriteString("</svg>\n")

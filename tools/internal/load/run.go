@@ -60,6 +60,7 @@ func (r *run) all(ctx context.Context) error {
 		Database: st.DBName, KeyPrefix: st.Prefix, Topic: st.Topic, Brokers: st.Brokers, Embedded: st.Cluster != nil,
 		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Refunds: o.Refunds, Shards: o.Shards, Seed: o.Seed, Workers: o.Workers,
 		WorkerBinary: o.WorkerBinary, WorkerEnv: o.WorkerEnv, LedgerRows: o.LedgerRows, OrderedIDs: o.OrderedIDs, Rate: o.Rate,
+		IdleS: o.Idle.Seconds(),
 	}
 	r.res.Host = host(ctx, st)
 	r.res.Events = o.Events
@@ -83,6 +84,9 @@ func (r *run) all(ctx context.Context) error {
 		}
 	}
 	r.res.FillS = time.Since(t0).Seconds()
+	if o.Idle > 0 {
+		return r.idle(ctx)
+	}
 	var t target
 	if o.Rate == 0 {
 		if err := r.preload(ctx, &t); err != nil {
