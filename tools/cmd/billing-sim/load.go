@@ -69,7 +69,7 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.IntVar(&o.Shards, "shards", 1, "quota shards of the hot merchant, 1..64")
 	fs.IntVar(&f.versus, "versus-uniform", 0, "run N rounds of a uniform run (--hot 0, one shard) then this one, alternately, and print each hot/uniform ratio")
 	fs.IntVar(&o.Events, "events", load.DefaultEvents, "events (preloaded, or produced at --rate)")
-	fs.Float64Var(&o.Refunds, "refunds", 0, "share of the payments refunded (0..1), preloaded on the refunds topic after them; each refund counts as an event")
+	fs.Float64Var(&o.Refunds, "refunds", 0, "share of the payments refunded (0..1), produced on the refunds topic once they are recorded; each refund counts as an event")
 	fs.IntVar(&f.versusNone, "versus-no-refunds", 0, "run N rounds of this run without refunds then with them (--refunds), alternately, and print each CPU-per-event ratio")
 	fs.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	fs.IntVar(&o.LedgerRows, "ledger-rows", 0, "pre-fill quota_ledger with this many rows first (bulk INSERTs of 4,000): the growth figure")

@@ -50,8 +50,8 @@ type Options struct {
 	Shards    int     // quota shards of m-000000 (default 1: not sharded)
 	Events    int     // default 200,000
 	// Refunds is the share of the payments refunded (0..1): each refund,
-	// of a random part of its payment, is preloaded on the refunds topic
-	// after the payments and counts as an event.
+	// of half its payment, is produced on the refunds topic once the
+	// payments are recorded, and counts as an event.
 	Refunds float64
 	Seed    uint64
 	// LedgerRows pre-fills quota_ledger with this many debit rows (and

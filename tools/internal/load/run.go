@@ -50,6 +50,9 @@ type run struct {
 	idPfx   string
 	fill    filled
 	workers []*workerProc
+	// preloaded is when the preloaded payments' stream started (their
+	// occurred_at): the refunds regenerate it.
+	preloaded time.Time
 }
 
 func (r *run) all(ctx context.Context) error {
@@ -109,20 +112,15 @@ func (r *run) preload(ctx context.Context, t *target) error {
 		return err
 	}
 	t.set(r.fill.debited + st.Summary.Amount)
-	if r.o.Refunds > 0 {
-		if r.res.Refunds, err = r.preloadRefunds(ctx, start); err != nil {
-			return err
-		}
-		r.res.Events += r.res.Refunds
-	}
+	r.preloaded = start
 	r.res.PreloadS = time.Since(start).Seconds()
 	return nil
 }
 
-// preloadRefunds writes a refund of half (at least 1) of every payment of a
-// share of the run's (the same stream again, from the seed) to the refunds
-// topic, and returns how many.
-func (r *run) preloadRefunds(ctx context.Context, start time.Time) (int, error) {
+// produceRefunds writes a refund of half (at least 1) of every payment of a
+// share of the run's (the same stream again, from the seed: preloaded from
+// start) to the refunds topic, and returns how many.
+func (r *run) produceRefunds(ctx context.Context, start time.Time) (int, error) {
 	g, err := workload.New(r.workloadConfig(start, true))
 	if err != nil {
 		return 0, err
@@ -264,9 +262,16 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	g.Go(func() error {
 		var err error
 		end, err = waitLedger(gctx, r.st.db, t, r.workers, o.Stall, o.Log)
-		if err == nil && r.res.Refunds > 0 {
-			end, err = waitRefunds(gctx, r.st.db, r.res.Refunds, o.Stall)
+		if err != nil || o.Refunds == 0 {
+			return err
 		}
+		// Refunds come after their payments, as they mostly do (one that
+		// comes first waits: the fault suite's refund storm has those).
+		if r.res.Refunds, err = r.produceRefunds(gctx, r.preloaded); err != nil {
+			return err
+		}
+		r.res.Events += r.res.Refunds
+		end, err = waitRefunds(gctx, r.st.db, r.res.Refunds, o.Stall)
 		return err
 	})
 	if err := g.Wait(); err != nil {
