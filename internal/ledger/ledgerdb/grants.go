@@ -115,12 +115,22 @@ func (s *Store) saveBooks(ctx context.Context, tx *sql.Tx, books map[string]*led
 	if err := s.upsertGrants(ctx, tx, changed); err != nil {
 		return err
 	}
-	for _, m := range slices.Sorted(maps.Keys(books)) {
+	// One statement moves every merchant's head, in key order.
+	merchants := slices.Sorted(maps.Keys(books))
+	if len(merchants) == 0 {
+		return nil
+	}
+	var heads, ends, nexts []any
+	for _, m := range merchants {
 		id, end, next := books[m].HeadEnd(debited[m])
-		if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET head_grant = ?, head_end = ?, next_expiry = ? WHERE merchant_id = ?",
-			[]any{id, end, next, m}); err != nil {
-			return fmt.Errorf("ledger: move the head of %s: %w", m, err)
-		}
+		heads, ends, nexts = append(heads, m, id), append(ends, m, end), append(nexts, m, next)
+	}
+	when := "CASE merchant_id" + strings.Repeat(" WHEN ? THEN ?", len(merchants)) + " END"
+	in, ids := sqltx.InList(merchants)
+	args := append(append(append(heads, ends...), nexts...), ids...)
+	if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET head_grant = "+when+", head_end = "+when+", next_expiry = "+when+
+		" WHERE merchant_id IN ("+in+")", args); err != nil {
+		return fmt.Errorf("ledger: move the heads of %d merchant(s): %w", len(merchants), err)
 	}
 	return nil
 }
