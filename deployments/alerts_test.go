@@ -146,6 +146,11 @@ func alertCases() map[string][]alertCase {
 			{"relay failing", "billing_quota_outbox_oldest_unsent_seconds{instance=\"w0\"} 0+60x30\nbilling_quota_outbox_oldest_unsent_seconds{instance=\"w1\"} 0x30", 20 * time.Minute, true},
 			{"relay keeping up", `billing_quota_outbox_oldest_unsent_seconds{instance="w0"} 0x10 1 0x20`, 30 * time.Minute, false},
 		},
+		"BillingRefundsPendingOverdue": {
+			{"one overdue on one worker", "billing_refunds_pending_overdue{instance=\"w0\"} 0x5 1x30\nbilling_refunds_pending_overdue{instance=\"w1\"} 0x35", 25 * time.Minute, true},
+			{"pending but not overdue", `billing_refunds_pending_overdue{instance="w0"} 0x30`, 25 * time.Minute, false},
+			{"overdue for less than 15m", `billing_refunds_pending_overdue{instance="w0"} 0x5 1x5 0x20`, 25 * time.Minute, false},
+		},
 		"BillingConsumerGroupLagHigh": {
 			{"broker-side lag with no worker up", `kafka_consumergroup_lag{consumergroup="billing-worker",topic="payment.succeeded",partition="0"} 0+100x40`, 35 * time.Minute, true},
 			{"another group", `kafka_consumergroup_lag{consumergroup="analytics",topic="payment.succeeded",partition="0"} 0+100x40`, 35 * time.Minute, false},

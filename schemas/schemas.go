@@ -14,6 +14,7 @@ import (
 const (
 	PaymentSucceeded  = "payment-succeeded.schema.json"   // payment.succeeded (KAFKA_TOPIC)
 	QuotaGrants       = "quota-grants.schema.json"        // quota.grants (KAFKA_GRANTS_TOPIC)
+	PaymentRefunded   = "payment-refunded.schema.json"    // payment.refunded (KAFKA_REFUNDS_TOPIC)
 	QuotaEvents       = "quota-events.schema.json"        // quota.events (QUOTA_EVENTS_TOPIC)
 	DeadLetterHeaders = "dead-letter-headers.schema.json" // payment.succeeded.dlq (KAFKA_DLQ_TOPIC): the headers
 )

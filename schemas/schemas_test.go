@@ -17,6 +17,7 @@ var exampleBlock = regexp.MustCompile("(?s)<!-- example of schemas/([a-z-]+\\.sc
 var decoders = map[string]func(value []byte) error{
 	PaymentSucceeded: func(v []byte) error { _, err := event.Decode(nil, v); return err },
 	QuotaGrants:      func(v []byte) error { _, err := event.DecodeGrant(nil, v); return err },
+	PaymentRefunded:  func(v []byte) error { _, err := event.DecodeRefund(nil, v); return err },
 }
 
 // Every schema compiles (against its draft's meta-schema), and every example

@@ -120,6 +120,11 @@ func eventText(v adminapi.EventView) string {
 		fmt.Fprintf(&b, "  %s %s -> %s, %s\n", e.Type, optInt(e.BalanceBefore), optInt(e.BalanceAfter),
 			cmp.Or(sentText(e.SentAt), "not sent yet"))
 	}
+	fmt.Fprintf(&b, "refunds: %d\n", len(v.Refunds))
+	for _, r := range v.Refunds {
+		fmt.Fprintf(&b, "  %s %s of %d: %s, %d back, %d expired, %d billed, %d beyond\n", r.ID, r.Reason, r.Amount, r.State,
+			r.Returned, r.Expired, r.Billed, r.Beyond)
+	}
 	return b.String()
 }
 

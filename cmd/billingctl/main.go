@@ -1,5 +1,5 @@
 // Command billingctl is the operator's tool: schema migrations, quota grants
-// and views, and the dead-letter queue.
+// and views, refunds, and the dead-letter queue.
 package main
 
 import (
@@ -75,6 +75,7 @@ func (c *ctl) commands() []cli.Command {
 	return []cli.Command{
 		{Name: "migrate", Usage: migrateUsage, Run: c.runMigrate},
 		{Name: "quota", Usage: c.quotaUsage(), Run: c.runQuota},
+		{Name: "payment", Usage: c.paymentUsage(), Run: c.runPayment},
 		{Name: "dlq", Usage: dlqUsage, Run: c.runDLQ},
 		{Name: "event", Usage: eventUsage, Run: c.runEvent},
 	}

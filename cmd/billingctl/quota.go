@@ -131,7 +131,7 @@ func (c *ctl) runGrant(ctx context.Context, args []string) error {
 	case !event.ValidID(*id):
 		return fs.Fail("--id %q is not 1..64 characters of [A-Za-z0-9_.:-]", *id)
 	case reserved(*id):
-		return fs.Fail("--id %q starts with a prefix reserved for the ids billing derives (expire:, rollover:, opening:, plan:, billed:, revoke:)", *id)
+		return fs.Fail("--id %q starts with a prefix reserved for the ids billing derives (expire:, rollover:, opening:, plan:, billed:, revoke:, refund:, refund-grants:)", *id)
 	case *prio < event.MinGrantPriority || *prio > event.MaxGrantPriority:
 		return fs.Fail("--priority %d is outside 0..100", *prio)
 	case *rollover < 0 || *rollover > event.MaxAmount:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/ledger"
+	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 )
 
 // DeadLetters reads a message's dead-letter history (implemented by *dlq.Client).
@@ -38,11 +40,13 @@ type EventView struct {
 	Ledger        []EventRow     `json:"ledger"`
 	DeadLetters   []dlq.Entry    `json:"dead_letters"` // every record, copies included, in topic order
 	BalanceEvents []BalanceEvent `json:"balance_events"`
+	// Refunds are the refunds of the payment, oldest first.
+	Refunds []ledger.RefundRecord `json:"refunds"`
 }
 
 // Known reports whether anything at all was found.
 func (v EventView) Known() bool {
-	return len(v.Ledger)+len(v.DeadLetters)+len(v.BalanceEvents) > 0
+	return len(v.Ledger)+len(v.DeadLetters)+len(v.BalanceEvents)+len(v.Refunds) > 0
 }
 
 // EventRow is the event's ledger row: its outcome (kind, reason) and the
@@ -74,9 +78,12 @@ type BalanceEvent struct {
 
 // Show looks id up; an error means a store could not be read.
 func (e *Events) Show(ctx context.Context, id string) (EventView, error) {
-	v := EventView{EventID: id, Ledger: []EventRow{}, DeadLetters: []dlq.Entry{}, BalanceEvents: []BalanceEvent{}}
+	v := EventView{EventID: id, Ledger: []EventRow{}, DeadLetters: []dlq.Entry{}, BalanceEvents: []BalanceEvent{}, Refunds: []ledger.RefundRecord{}}
 	var err error
 	if v.Ledger, err = e.ledger(ctx, id); err != nil {
+		return v, err
+	}
+	if v.Refunds, err = ledgerdb.PaymentRefunds(ctx, e.db, id); err != nil {
 		return v, err
 	}
 	if v.BalanceEvents, err = e.balanceEvents(ctx, id); err != nil {

@@ -51,12 +51,14 @@ const (
 	DefaultDLQTopic = "payment.succeeded.dlq"
 	// DefaultGrantsTopic is the topic of grant commands.
 	DefaultGrantsTopic = "quota.grants"
-	DefaultRedis       = "127.0.0.1:6379"
-	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/billing?parseTime=true"
-	DefaultHTTPAddr    = ":9100"
-	DefaultLockTTL     = 30 * time.Second
-	DefaultLogLevel    = "info"
-	DefaultLogFormat   = "auto"
+	// DefaultRefundsTopic is the topic of refunds.
+	DefaultRefundsTopic = "payment.refunded"
+	DefaultRedis        = "127.0.0.1:6379"
+	DefaultMySQLDSN     = "root@tcp(127.0.0.1:3306)/billing?parseTime=true"
+	DefaultHTTPAddr     = ":9100"
+	DefaultLockTTL      = 30 * time.Second
+	DefaultLogLevel     = "info"
+	DefaultLogFormat    = "auto"
 )
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).

@@ -18,6 +18,8 @@ type Kafka struct {
 	DLQTopic string
 	// GrantsTopic carries grant commands, consumed by the group GrantsGroup().
 	GrantsTopic string
+	// RefundsTopic carries refunds, consumed by the group RefundsGroup().
+	RefundsTopic string
 	// SessionTimeout is the consumer-group session: how long a silent member
 	// keeps its partitions before the group moves on without it.
 	SessionTimeout time.Duration
@@ -100,6 +102,7 @@ func (p *parser) kafka() Kafka {
 		Group:          p.str("KAFKA_GROUP", DefaultGroup),
 		DLQTopic:       p.topic("KAFKA_DLQ_TOPIC", DefaultDLQTopic),
 		GrantsTopic:    p.topic("KAFKA_GRANTS_TOPIC", DefaultGrantsTopic),
+		RefundsTopic:   p.topic("KAFKA_REFUNDS_TOPIC", DefaultRefundsTopic),
 		SessionTimeout: p.duration("KAFKA_SESSION_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute),
 		TLS:            p.tls("KAFKA_TLS"),
 		SASL: SASL{
@@ -114,6 +117,9 @@ func (p *parser) kafka() Kafka {
 	if k.GrantsTopic == k.Topic || k.GrantsTopic == k.DLQTopic {
 		p.fail("KAFKA_GRANTS_TOPIC", k.GrantsTopic, "must differ from KAFKA_TOPIC and KAFKA_DLQ_TOPIC")
 	}
+	if k.RefundsTopic == k.Topic || k.RefundsTopic == k.DLQTopic || k.RefundsTopic == k.GrantsTopic {
+		p.fail("KAFKA_REFUNDS_TOPIC", k.RefundsTopic, "must differ from KAFKA_TOPIC, KAFKA_DLQ_TOPIC and KAFKA_GRANTS_TOPIC")
+	}
 	if k.SASL.Mechanism != SASLNone && (k.SASL.Username == "" || k.SASL.Password == "") {
 		p.fail("KAFKA_SASL_USERNAME", k.SASL.Username, "and KAFKA_SASL_PASSWORD are required with KAFKA_SASL_MECHANISM="+k.SASL.Mechanism)
 	}
@@ -124,6 +130,10 @@ func (p *parser) kafka() Kafka {
 // so that joining, leaving or a missing grants topic never rebalances (or
 // stops) the consumption of payments.
 func (k Kafka) GrantsGroup() string { return k.Group + ".grants" }
+
+// RefundsGroup is the consumer group of the refunds topic, of its own for
+// the same reason as GrantsGroup.
+func (k Kafka) RefundsGroup() string { return k.Group + ".refunds" }
 
 func (p *parser) topic(name, def string) string {
 	v := p.str(name, def)

@@ -38,6 +38,9 @@ type Worker struct {
 	// (producers spreading it over partitions); lanes go by merchant and
 	// shard, never by key.
 	ShardedAnyKey bool
+	// RefundPendingAge is how long a refund may wait for its payment before
+	// it counts as overdue (a metric an alert watches).
+	RefundPendingAge time.Duration
 }
 
 func (p *parser) idgen(required bool) IDGen {
@@ -96,13 +99,14 @@ func podOrdinal(pod string) (int, bool) {
 
 func (p *parser) worker() Worker {
 	w := Worker{
-		Lanes:           p.integer("WORKER_LANES", 2, 1, 1024),
-		BatchSize:       p.integer("WORKER_BATCH_SIZE", 2048, 1, 10000),
-		LatencyBudget:   p.duration("WORKER_LATENCY_BUDGET", 50*time.Millisecond, 0, 10*time.Second),
-		CommitInterval:  p.duration("WORKER_COMMIT_INTERVAL", time.Second, 10*time.Millisecond, 5*time.Minute),
-		MaxAttempts:     p.integer("WORKER_MAX_ATTEMPTS", 5, 1, 1000),
-		ShutdownTimeout: p.duration("SHUTDOWN_TIMEOUT", 10*time.Second, time.Second, 10*time.Minute),
-		ShardedAnyKey:   p.boolean("WORKER_SHARDED_ANY_KEY", false),
+		Lanes:            p.integer("WORKER_LANES", 2, 1, 1024),
+		BatchSize:        p.integer("WORKER_BATCH_SIZE", 2048, 1, 10000),
+		LatencyBudget:    p.duration("WORKER_LATENCY_BUDGET", 50*time.Millisecond, 0, 10*time.Second),
+		CommitInterval:   p.duration("WORKER_COMMIT_INTERVAL", time.Second, 10*time.Millisecond, 5*time.Minute),
+		MaxAttempts:      p.integer("WORKER_MAX_ATTEMPTS", 5, 1, 1000),
+		ShutdownTimeout:  p.duration("SHUTDOWN_TIMEOUT", 10*time.Second, time.Second, 10*time.Minute),
+		ShardedAnyKey:    p.boolean("WORKER_SHARDED_ANY_KEY", false),
+		RefundPendingAge: p.duration("WORKER_REFUND_PENDING_AGE", 24*time.Hour, time.Minute, 365*24*time.Hour),
 	}
 	if v := p.getenv("WORKER_BATCH_WAIT"); v != "" { // read raw: not a variable any more
 		p.fail("WORKER_BATCH_WAIT", v, "is gone: lanes batch against WORKER_LATENCY_BUDGET")

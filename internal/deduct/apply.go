@@ -56,10 +56,25 @@ func (d *Deductor) applyOpen(ctx context.Context, p *pass, open []int, results [
 		p.held = held
 		return d.redoLoop(ctx, p, open, results)
 	})
+	if err == nil && len(p.refunded) > 0 {
+		err = d.dropAll(ctx, p.refunded)
+	}
 	if err != nil || len(p.wide) == 0 {
 		return err
 	}
 	return d.applyWide(ctx, p.events, p.tags, p.wide, results)
+}
+
+// dropAll drops every shard of the merchants under all their shard locks.
+func (d *Deductor) dropAll(ctx context.Context, merchants []string) error {
+	merchants = slices.Compact(slices.Sorted(slices.Values(merchants)))
+	tags, err := d.tagsOf(ctx, merchants)
+	if err != nil {
+		return err
+	}
+	return d.locked(ctx, tags, func(ctx context.Context, held map[string]heldLock) error {
+		return d.drop(ctx, held, merchants...)
+	})
 }
 
 // pass is one locked run of the protocol over events of a batch.
@@ -72,6 +87,9 @@ type pass struct {
 	// of its merchants; nil in a routed pass.
 	layouts map[string]shard.Layout
 	wide    []int // a routed pass's events left to the wide pass
+	// refunded are the merchants refunds gave quota back to in this pass:
+	// every shard of theirs is dropped after it.
+	refunded []string
 }
 
 // route is the shard tag of each event by the shard counts as last read, and
@@ -195,6 +213,7 @@ func (d *Deductor) attempt(ctx context.Context, p *pass, open []int, results []R
 		return nil, err
 	}
 	var fresh []int
+	var again []string // redelivered: recorded before
 	for _, i := range open {
 		ev := events[i]
 		row, found := existing[ev.EventID]
@@ -204,8 +223,18 @@ func (d *Deductor) attempt(ctx context.Context, p *pass, open []int, results []R
 		case found:
 			out[i] = judge(ev, row)
 			settle.ended(p.tags[i], ev)
+			again = append(again, ev.EventID)
 		default:
 			fresh = append(fresh, i)
+		}
+	}
+	// A redelivered payment may have committed with refunds that waited for
+	// it, its caches not dropped since (a crash in between): they are now.
+	// One query, only for a batch that holds redeliveries.
+	var refunded []string
+	if len(again) > 0 {
+		if refunded, err = d.ledger.RefundedAmong(ctx, again); err != nil {
+			return nil, err
 		}
 	}
 
@@ -284,6 +313,18 @@ func (d *Deductor) attempt(ctx context.Context, p *pass, open []int, results []R
 	if err != nil {
 		return nil, err
 	}
+	// Refunds that waited for these payments gave quota back in their
+	// transaction: as after a grant, every shard of the merchant is dropped.
+	// A wide pass holds them all; a routed pass drops them once its locks are
+	// released (dropAll). A crash before leaves them under-reporting until
+	// the redelivery finds the refunds (RefundedAmong) and drops them.
+	if m := append(refundedMerchants(rows), refunded...); len(m) > 0 {
+		if p.layouts == nil {
+			p.refunded = append(p.refunded, m...)
+		} else if err := d.drop(ctx, p.held, m...); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.step(stepConfirmed); err != nil {
 		return nil, err
 	}
@@ -323,6 +364,18 @@ func (d *Deductor) misrouted(ctx context.Context, p *pass, open []int, existing 
 		}
 	}
 	return out, nil
+}
+
+// refundedMerchants lists the merchants of rows that refunds gave quota back
+// to in their transaction (ledger.Row.Refunded).
+func refundedMerchants(rows []ledger.Row) []string {
+	var out []string
+	for _, r := range rows {
+		if r.Refunded > 0 && !slices.Contains(out, r.MerchantID) {
+			out = append(out, r.MerchantID)
+		}
+	}
+	return out
 }
 
 func value(p *int64) int64 {

@@ -47,6 +47,8 @@ type Ledger interface {
 	Balances(ctx context.Context, merchantIDs []string) (map[string]ledger.Balance, error)
 	Commit(ctx context.Context, rows []ledger.Row) error
 	Grant(ctx context.Context, credits []ledger.Credit) ([]ledger.Credited, error)
+	Refund(ctx context.Context, refunds []ledger.Refund) ([]ledger.RefundOutcome, error)
+	RefundedAmong(ctx context.Context, eventIDs []string) ([]string, error)
 	SetPolicy(ctx context.Context, merchantID string, p ledger.Policy) error
 	DueExpiries(ctx context.Context, limit int) ([]string, error)
 	DueAmong(ctx context.Context, merchants []string) ([]string, error)

@@ -239,7 +239,7 @@ type ledgerSums struct {
 func (e *env) sums(ctx context.Context, merchantIDs []string) (map[string]ledgerSums, error) {
 	q := e.mysql.DB.WithContext(ctx).Model(&ledger.Row{}).Select(
 		"merchant_id",
-		"COALESCE(SUM(CASE WHEN kind IN ('credit', 'billed') THEN amount ELSE 0 END), 0) AS credited",
+		"COALESCE(SUM(CASE WHEN kind IN ('credit', 'billed', 'refund') THEN amount ELSE 0 END), 0) AS credited",
 		"COALESCE(SUM(CASE WHEN kind IN ('debit', 'expire') THEN amount ELSE 0 END), 0) AS debited",
 		"COALESCE(SUM(CASE WHEN kind = 'rejected' THEN 1 ELSE 0 END), 0) AS rejected",
 	).Group("merchant_id")

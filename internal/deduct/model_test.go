@@ -80,8 +80,9 @@ type modelRun struct {
 	holders   [2]*Deductor
 	caches    [2]*shard.Cache
 	pool      []event.PaymentSucceeded
-	grants    []event.GrantCommand // every grant command sent, for redeliveries
-	lies      bool                 // this run makes caches lie by hand
+	grants    []event.GrantCommand  // every grant command sent, for redeliveries
+	refunds   []event.RefundCommand // every refund sent first under its id, for redeliveries
+	lies      bool                  // this run makes caches lie by hand
 	corrupted map[string]bool
 }
 
@@ -199,10 +200,14 @@ func (r *modelRun) run() {
 		default:
 			r.interruptedBatch()
 		}
+		if r.rng.IntN(3) == 0 {
+			r.randomRefund()
+		}
 	}
 	// Everything is delivered once more, and every grant command: a
 	// redelivery may still meet a stale cache, never an error.
 	results := r.apply(r.holders[0], r.pool)
+	r.redeliverRefunds()
 	r.expire()
 	r.check(results)
 	r.reconcile()
@@ -319,6 +324,52 @@ func (r *modelRun) randomGrant() {
 		g.RolloverMax = 1 + r.rng.Int64N(20)
 	}
 	r.grant(g)
+}
+
+// randomRefund sends a refund of a payment of the pool (recorded or not yet,
+// debited or rejected, of its merchant or its twin's), partial, whole or
+// more than its amount, or a refund sent before again (a duplicate), or one
+// of its ids with another amount (a conflict), through a holder's RefundBatch.
+func (r *modelRun) randomRefund() {
+	var c event.RefundCommand
+	if len(r.refunds) > 0 && r.rng.IntN(4) == 0 {
+		c = r.refunds[r.rng.IntN(len(r.refunds))]
+		if r.rng.IntN(2) == 0 {
+			c.Amount++
+		}
+	} else {
+		ev := r.pool[r.rng.IntN(len(r.pool))]
+		reason := []string{event.RefundReasonRefund, event.RefundReasonChargeback, event.RefundReasonCorrection}[r.rng.IntN(3)]
+		c = event.RefundCommand{RefundID: fmt.Sprintf("rf%d", len(r.refunds)), EventID: ev.EventID, MerchantID: ev.MerchantID,
+			Amount: 1 + r.rng.Int64N(ev.Amount+2), Reason: reason, OccurredAt: time.Now().UTC()}
+		r.refunds = append(r.refunds, c)
+	}
+	res, err := r.holders[r.rng.IntN(2)].RefundBatch(context.Background(), []event.RefundCommand{c})
+	r.t.Logf("refund %s: %d of %s/%s: %v %v", c.RefundID, c.Amount, c.EventID, c.MerchantID, outcomes(res), err)
+	if err != nil {
+		r.t.Fatalf("refund %s: %v", c.RefundID, err)
+	}
+	if o := res[0].Outcome; o != Applied && o != Waiting && o != Void && o != Duplicate && o != Conflict {
+		r.t.Fatalf("refund %s: %+v", c.RefundID, res[0])
+	}
+}
+
+// redeliverRefunds sends every refund once more: each is recorded, so each
+// is a duplicate, or the conflict it was the first time (another merchant's
+// payment, no payment, or beyond what the debit left).
+func (r *modelRun) redeliverRefunds() {
+	if len(r.refunds) == 0 {
+		return
+	}
+	res, err := r.holders[1].RefundBatch(context.Background(), r.refunds)
+	if err != nil {
+		r.t.Fatalf("refunds again: %v", err)
+	}
+	for i, o := range res {
+		if o.Outcome != Duplicate && o.Outcome != Conflict {
+			r.t.Errorf("refund %s delivered again: %s %v", r.refunds[i].RefundID, o.Outcome, o.Err)
+		}
+	}
 }
 
 // grant sends one grant command through a holder's GrantBatch.

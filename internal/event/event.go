@@ -117,10 +117,10 @@ func ValidID(s string) bool {
 
 // reservedPrefixes start the ids billing derives itself (ledger.DerivedID:
 // an expiry, a rollover, an opening grant, a plan period's grant, the billed
-// row a grant writes for a merchant in overage, a revoke). A payment
+// row a grant writes for a merchant in overage, a revoke, a refund's rows). A payment
 // or grant from outside may not use them: it would take the place of the
 // derived row (its unique event_id) and stop that expiry or grant for good.
-var reservedPrefixes = []string{"expire:", "rollover:", "opening:", "plan:", "billed:", "revoke:"}
+var reservedPrefixes = []string{"expire:", "rollover:", "opening:", "plan:", "billed:", "revoke:", "refund:", "refund-grants:"}
 
 // Reserved returns the reserved prefix that id starts with, if any.
 func Reserved(id string) (prefix string, ok bool) {

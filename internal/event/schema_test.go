@@ -6,7 +6,7 @@ import (
 	"github.com/quotaflow/billing/schemas"
 )
 
-// The schemas of payment.succeeded and quota.grants hold what the decoders
+// The schemas of payment.succeeded, quota.grants and payment.refunded hold what the decoders
 // hold, over the decoders' own fixtures: a message a decoder takes validates;
 // one it refuses is refused by the schema too, except where the fixture names
 // the rule JSON Schema cannot say (the schema then takes it, so the list of
@@ -19,7 +19,7 @@ func TestSchemasHoldWhatTheDecodersHold(t *testing.T) {
 		name, value string
 		refused     bool // by the schema
 	}
-	var payments, grants []fixture
+	var payments, grants, refunds []fixture
 	for _, v := range validEvents() {
 		payments = append(payments, fixture{"valid", v, false})
 	}
@@ -32,7 +32,13 @@ func TestSchemasHoldWhatTheDecodersHold(t *testing.T) {
 	for _, tt := range invalidGrants() {
 		grants = append(grants, fixture{tt.name + ": " + tt.unsaid, tt.value, tt.unsaid == ""})
 	}
-	for file, fixtures := range map[string][]fixture{schemas.PaymentSucceeded: payments, schemas.QuotaGrants: grants} {
+	for _, v := range validRefunds() {
+		refunds = append(refunds, fixture{"valid", v, false})
+	}
+	for _, tt := range invalidRefunds() {
+		refunds = append(refunds, fixture{tt.name + ": " + tt.unsaid, tt.value, tt.unsaid == ""})
+	}
+	for file, fixtures := range map[string][]fixture{schemas.PaymentSucceeded: payments, schemas.QuotaGrants: grants, schemas.PaymentRefunded: refunds} {
 		s := schemas.MustCompile(file)
 		for _, f := range fixtures {
 			if err := s.Validate([]byte(f.value)); (err != nil) != f.refused {
@@ -82,6 +88,16 @@ func TestEncodeHoldsAgainstSchemas(t *testing.T) {
 	}
 	if err := schemas.MustCompile(schemas.PaymentSucceeded).Validate(e.Encode()); err != nil {
 		t.Errorf("%s: %v", e.Encode(), err)
+	}
+	refunds := schemas.MustCompile(schemas.PaymentRefunded)
+	for _, v := range validRefunds() {
+		r, err := DecodeRefund(nil, []byte(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := refunds.Validate(r.Encode()); err != nil {
+			t.Errorf("%s: %v", r.Encode(), err)
+		}
 	}
 	grants := schemas.MustCompile(schemas.QuotaGrants)
 	for _, v := range validGrants() {

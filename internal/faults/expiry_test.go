@@ -58,12 +58,7 @@ func TestExpiryDuringKillsAndRedisLoss(t *testing.T) {
 	for i := range faults {
 		p.await(ctx, between(p.rng, time.Second, 2500*time.Millisecond))
 		if i%2 == 0 {
-			victim := procs[p.rng.IntN(len(procs))]
-			down := between(p.rng, 0, time.Second)
-			p.fired(ctx, "kill", victim.name, "down "+down.Round(time.Millisecond).String())
-			victim.Kill()
-			time.Sleep(down)
-			victim.Start()
+			p.killOne(ctx, procs)
 			continue
 		}
 		down := between(p.rng, 200*time.Millisecond, 1500*time.Millisecond)

@@ -39,12 +39,7 @@ func killScenario(t *testing.T, p *plan, kills, n int) {
 
 	for range kills {
 		p.await(ctx, between(p.rng, time.Second, 3*time.Second))
-		victim := procs[p.rng.IntN(len(procs))]
-		down := between(p.rng, 0, time.Second)
-		p.fired(ctx, "kill", victim.name, "down "+down.Round(time.Millisecond).String())
-		victim.Kill()
-		time.Sleep(down)
-		victim.Start()
+		p.killOne(ctx, procs)
 	}
 	if err := load.wait(); err != nil {
 		t.Fatal(err)
@@ -55,4 +50,16 @@ func killScenario(t *testing.T, p *plan, kills, n int) {
 		p.Stop()
 	}
 	g.settle(ctx, newTruth(tr).produced)
+}
+
+// killOne SIGKILLs one of procs at random and starts it again after up to a
+// second down.
+func (p *plan) killOne(ctx context.Context, procs []*proc) {
+	p.t.Helper()
+	victim := procs[p.rng.IntN(len(procs))]
+	down := between(p.rng, 0, time.Second)
+	p.fired(ctx, "kill", victim.name, "down "+down.Round(time.Millisecond).String())
+	victim.Kill()
+	time.Sleep(down)
+	victim.Start()
 }

@@ -57,11 +57,16 @@ func (l *load) release() {
 func (l *load) holding() bool { return l.held.Load() }
 
 func (g *rig) produceAtRate(ctx context.Context, msgs []kafka.Message, rate int, held bool) *load {
+	return g.produceAtRateTo(ctx, g.topic, msgs, rate, held)
+}
+
+// produceAtRateTo is produceAtRate to another topic.
+func (g *rig) produceAtRateTo(ctx context.Context, topic string, msgs []kafka.Message, rate int, held bool) *load {
 	l := &load{msgs: msgs, quit: make(chan struct{}), done: make(chan struct{})}
 	if held {
 		l.released = make(chan struct{})
 	}
-	w := g.writer(g.topic)
+	w := g.writer(topic)
 	go func() {
 		defer close(l.done)
 		defer w.Close()
@@ -138,7 +143,13 @@ func (g *rig) writer(topic string) *kafka.Writer {
 // produce writes msgs at once.
 func (g *rig) produce(ctx context.Context, msgs []kafka.Message) {
 	g.t.Helper()
-	w := g.writer(g.topic)
+	g.produceTo(ctx, g.topic, msgs)
+}
+
+// produceTo writes msgs to topic at once.
+func (g *rig) produceTo(ctx context.Context, topic string, msgs []kafka.Message) {
+	g.t.Helper()
+	w := g.writer(topic)
 	defer w.Close()
 	if err := scenario.Produce(ctx, w, msgs, nil); err != nil {
 		g.t.Fatal(err)

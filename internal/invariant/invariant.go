@@ -76,6 +76,7 @@ const (
 	Redis     = "redis"     // once settled, Redis equals MySQL with nothing pending
 	DLQ       = "dlq"       // every invalid message dead-lettered, nothing else
 	Grants    = "grants"    // active grants back the balance; every unit of a grant is left, paid or expired
+	Refunds   = "refunds"   // each refund is applied once, within its payment's debit, or waits for a payment not recorded
 )
 
 // Report lists every broken invariant; it is empty when all hold.
@@ -129,6 +130,9 @@ func Check(ctx context.Context, p Produced, s State) (*Report, error) {
 	}
 	checkEvents(r, p, rows)
 	checkBalances(r, rows, balances)
+	if err := checkRefunds(ctx, r, s.DB, rows); err != nil {
+		return nil, err
+	}
 	if err := checkGrants(ctx, r, s.DB); err != nil {
 		return nil, err
 	}
@@ -184,7 +188,8 @@ func checkGrants(ctx context.Context, r *Report, db *gorm.DB) error {
 	}
 	err = db.WithContext(ctx).Raw(`SELECT grant_id, kind, SUM(amount) AS amount, COUNT(*) AS ` + "`rows`" + ` FROM quota_ledger
 		WHERE grant_id IS NOT NULL AND kind IN ('debit', 'expire') GROUP BY grant_id, kind
-		UNION ALL SELECT grant_id, 'debit', SUM(amount), COUNT(*) FROM quota_attribution GROUP BY grant_id`).Scan(&uses).Error
+		UNION ALL SELECT grant_id, 'debit', SUM(amount), COUNT(*) FROM quota_attribution GROUP BY grant_id
+		UNION ALL SELECT grant_id, 'refund', SUM(amount), COUNT(*) FROM quota_refund_parts GROUP BY grant_id`).Scan(&uses).Error
 	if err != nil {
 		return fmt.Errorf("invariant: read grant uses: %w", err)
 	}
@@ -198,10 +203,13 @@ func checkGrants(ctx context.Context, r *Report, db *gorm.DB) error {
 			r.fail(Grants, "%d %s row(s) name grant %s, which does not exist", u.Rows, u.Kind, u.GrantID)
 			continue
 		}
-		if u.Kind == string(ledger.KindExpire) {
+		switch u.Kind {
+		case string(ledger.KindExpire):
 			a.Expired += u.Amount
 			a.Expires += u.Rows
-		} else {
+		case string(ledger.KindRefund): // given back: paid no more
+			a.Paid -= u.Amount
+		default:
 			a.Paid += u.Amount
 		}
 	}
@@ -472,4 +480,62 @@ func afterOf(row ledger.Row) string {
 func belowPolicy(p ledger.Policy, balance int64) bool {
 	lowest, bounded := p.Lowest()
 	return bounded && balance < lowest
+}
+
+// checkRefunds: every refund row belongs to an applied refund, which it (with
+// its second row, if any) gives back exactly; what the refunds of a payment
+// took is at most its debit and each is returned, expired or billed; a refund
+// waits only for a payment not recorded, and one is void only for a payment
+// not debited.
+func checkRefunds(ctx context.Context, r *Report, db *gorm.DB, rows map[string]ledger.Row) error {
+	var recs []struct {
+		RefundID, EventID, MerchantID, State     string
+		Amount, Taken, Returned, Expired, Billed int64
+	}
+	if err := db.WithContext(ctx).Raw("SELECT refund_id, event_id, merchant_id, state, amount, taken, returned, expired, billed FROM quota_refunds").Scan(&recs).Error; err != nil {
+		return fmt.Errorf("invariant: read refunds: %w", err)
+	}
+	owned := map[string]bool{}
+	taken := map[string]int64{}
+	for _, rec := range recs {
+		first := ledger.RefundRowID(rec.RefundID)
+		second := ledger.RefundGrantsRowID(first)
+		owned[first], owned[second] = true, true
+		payment, recorded := rows[rec.EventID]
+		switch rec.State {
+		case string(ledger.RefundApplied):
+			if back := rows[first].Amount + rows[second].Amount; back != rec.Returned {
+				r.fail(Refunds, "refund %s returned %d, its rows give back %d", rec.RefundID, rec.Returned, back)
+			}
+			if rec.Returned+rec.Expired+rec.Billed != rec.Taken {
+				r.fail(Refunds, "refund %s took %d: %d returned + %d expired + %d billed", rec.RefundID, rec.Taken, rec.Returned, rec.Expired, rec.Billed)
+			}
+			if !recorded || payment.Kind != ledger.KindDebit || payment.MerchantID != rec.MerchantID {
+				r.fail(Refunds, "refund %s applied to %s, which is no debit of %s", rec.RefundID, rec.EventID, rec.MerchantID)
+			}
+			taken[rec.EventID] += rec.Taken
+		case string(ledger.RefundPending):
+			// One of a payment recorded for another merchant waits until it is
+			// delivered again (a conflict no payment's transaction looks for).
+			if recorded && payment.MerchantID == rec.MerchantID {
+				r.fail(Refunds, "refund %s waits for payment %s, which is recorded (%s)", rec.RefundID, rec.EventID, payment.Kind)
+			}
+		case string(ledger.RefundVoid):
+			if recorded && payment.Kind == ledger.KindDebit && payment.MerchantID == rec.MerchantID {
+				r.fail(Refunds, "refund %s is void, but payment %s is a debit of its merchant", rec.RefundID, rec.EventID)
+			}
+		}
+		r.Checked["refunds "+rec.State]++
+	}
+	for id, n := range taken {
+		if n > rows[id].Amount {
+			r.fail(Refunds, "the refunds of payment %s took %d of its debit of %d", id, n, rows[id].Amount)
+		}
+	}
+	for id, row := range rows {
+		if row.Kind == ledger.KindRefund && !owned[id] {
+			r.fail(Refunds, "refund row %s (merchant %s) belongs to no refund", id, row.MerchantID)
+		}
+	}
+	return nil
 }

@@ -14,7 +14,7 @@ func TakenTotals(rows []Row) (map[string]int64, []string) {
 		switch r.Kind {
 		case KindDebit, KindExpire:
 			totals[r.MerchantID] += r.Amount
-		case KindCredit, KindBilled:
+		case KindCredit, KindBilled, KindRefund:
 			totals[r.MerchantID] -= r.Amount
 		default:
 			if _, seen := totals[r.MerchantID]; seen {
@@ -67,7 +67,7 @@ func Sequence(rows []Row, bals []Balance, taken map[string]int64) {
 			c.balance -= r.Amount
 		case KindExpire:
 			c.balance -= r.Amount
-		case KindCredit, KindBilled:
+		case KindCredit, KindBilled, KindRefund:
 			c.balance += r.Amount
 		}
 		c.seq++

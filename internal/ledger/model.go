@@ -18,7 +18,7 @@ const (
 	KindDebit    Kind = "debit"    // quota used by a payment; adds to debited
 	KindRejected Kind = "rejected" // a payment that used nothing (insufficient, unknown merchant)
 	KindExpire   Kind = "expire"   // the remainder of an expired or revoked grant; adds to debited
-	KindBilled   Kind = "billed"   // billed overage taken off the balance by a grant: back to zero; adds to credited
+	KindBilled   Kind = "billed"   // billed overage taken off the balance by a grant or refund: back to zero; adds to credited
 )
 
 // Reasons written on ledger rows.
@@ -65,6 +65,10 @@ type Row struct {
 	Seq        *int64    `gorm:"column:seq"`
 	OccurredAt time.Time `gorm:"column:occurred_at"`
 	CreatedAt  time.Time `gorm:"column:created_at"`
+	// Refunded is what refunds that waited for this payment gave back in
+	// the transaction that recorded it (set by Commit; no column): its
+	// merchant's caches under-report by that much.
+	Refunded int64 `gorm:"-"`
 }
 
 // TableName is the GORM table of Row.
@@ -77,8 +81,8 @@ func (r Row) Check() error {
 		return fmt.Errorf("event_id must be 1..%d characters", maxIDChars)
 	case r.MerchantID == "" || utf8.RuneCountInString(r.MerchantID) > maxIDChars:
 		return fmt.Errorf("merchant_id must be 1..%d characters", maxIDChars)
-	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected && r.Kind != KindExpire && r.Kind != KindBilled:
-		return fmt.Errorf("kind %q is not credit, debit, rejected, expire or billed", r.Kind)
+	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected && r.Kind != KindExpire && r.Kind != KindBilled && r.Kind != KindRefund:
+		return fmt.Errorf("kind %q is not credit, debit, rejected, expire, billed or refund", r.Kind)
 	case r.Amount <= 0:
 		return fmt.Errorf("amount %d must be positive", r.Amount)
 	case utf8.RuneCountInString(r.Reason) > maxReasonChars:
@@ -118,6 +122,9 @@ type Balance struct {
 	// LowBase is what a percentage threshold is of: the available balance
 	// right after the merchant's last credit or expiry.
 	LowBase int64 `gorm:"column:low_base"`
+	// RefundsWaiting counts the merchant's refunds that wait for their
+	// payment (at least: a payment's transaction reads them only then).
+	RefundsWaiting int64 `gorm:"column:refunds_waiting"`
 }
 
 // TableName is the GORM table of Balance.

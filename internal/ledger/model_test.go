@@ -14,7 +14,7 @@ func TestRowCheck(t *testing.T) {
 		"empty event":   func(r *Row) { r.EventID = "" },
 		"long merchant": func(r *Row) { r.MerchantID = string(make([]byte, 65)) },
 		"zero amount":   func(r *Row) { r.Amount = 0 },
-		"bad kind":      func(r *Row) { r.Kind = "refund" },
+		"bad kind":      func(r *Row) { r.Kind = "transfer" },
 		"long source":   func(r *Row) { r.Source = "abcdefghijklmnopq" },
 		"year 0":        func(r *Row) { r.OccurredAt = r.OccurredAt.AddDate(-r.OccurredAt.Year(), 0, 0) },
 		"invalid utf-8": func(r *Row) { r.PaymentID = "\xff" },

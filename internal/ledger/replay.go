@@ -53,6 +53,11 @@ func RowEvents(r Row, st Standing, lv quotaevent.Levels, perPayment bool) ([]quo
 		after.Base = after.Available()
 		event(quotaevent.Expired)
 		crossed(false)
+	case KindRefund:
+		// A refund is no new period: the base of percentages stays.
+		after.Credited += r.Amount
+		event(quotaevent.Refunded)
+		crossed(true)
 	case KindCredit, KindBilled:
 		fresh := st.Credited == 0 && st.Debited == 0
 		after.Credited += r.Amount
@@ -189,7 +194,7 @@ func BatchEvents(rows []Row, bals []Balance, def quotaevent.Alerts, perPayment b
 	var credited, debited = make(map[string]int64), make(map[string]int64)
 	for _, r := range rows {
 		switch r.Kind {
-		case KindCredit, KindBilled:
+		case KindCredit, KindBilled, KindRefund:
 			credited[r.MerchantID] += r.Amount
 		case KindDebit, KindExpire:
 			debited[r.MerchantID] += r.Amount

@@ -25,6 +25,7 @@ const (
 	Granted       Type = "quota.granted"        // a grant credited the merchant
 	Expired       Type = "quota.expired"        // a grant expired: its remainder left the balance
 	OverageBilled Type = "quota.overage_billed" // a grant took billed overage off the balance: back at zero before its credit
+	Refunded      Type = "quota.refunded"       // a refunded payment gave quota back (recovered crossings follow as for a grant)
 	Deducted      Type = "quota.deducted"       // a payment debited the merchant (per-payment events only)
 	Rejected      Type = "quota.rejected"       // a payment was rejected (per-payment events only)
 )

@@ -124,7 +124,7 @@ func readSums(ctx context.Context, tx *sql.Tx, merchants []string, views map[str
 		return nil
 	}
 	q := `SELECT l.merchant_id,
-		COALESCE(SUM(CASE WHEN l.kind IN ('credit', 'billed') THEN l.amount END), 0),
+		COALESCE(SUM(CASE WHEN l.kind IN ('credit', 'billed', 'refund') THEN l.amount END), 0),
 		COALESCE(SUM(CASE WHEN l.kind IN ('debit', 'expire') THEN l.amount END), 0),
 		COALESCE(MAX(l.seq), 0)
 		FROM quota_ledger l FORCE INDEX (quota_ledger_merchant_seq)

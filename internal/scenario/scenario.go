@@ -19,22 +19,35 @@ import (
 // Traffic is a stream of messages and the truth about it.
 type Traffic struct {
 	Messages []kafka.Message
+	// Refunds are the stream's refunds (for the refunds topic), with the
+	// payment of every early one among Messages.
+	Refunds  []workload.Message
 	Produced invariant.Produced
 	// Counts by kind, for summaries.
 	Valid, Duplicates, Malformed, Conflicts int
 }
 
-// BuildTraffic generates n messages from cfg and appends conflicts
-// conflicting duplicates: earlier event_ids re-sent for the same merchant with
-// another amount (same partition, so they arrive after the original).
+// BuildTraffic generates n messages from cfg (and the payments of early
+// refunds) and appends conflicts conflicting duplicates: earlier event_ids
+// re-sent for the same merchant with another amount (same partition, so
+// they arrive after the original).
 func BuildTraffic(cfg workload.Config, n, conflicts int) (Traffic, error) {
-	msgs, err := workload.Generate(cfg, n)
+	g, err := workload.New(cfg)
 	if err != nil {
 		return Traffic{}, err
 	}
+	msgs := make([]workload.Message, n)
+	for i := range msgs {
+		msgs[i] = g.Next()
+	}
+	msgs = append(msgs, g.Drain()...)
 	var t Traffic
 	var originals []event.PaymentSucceeded
 	for _, m := range msgs {
+		if m.Topic == workload.Refunds {
+			t.Refunds = append(t.Refunds, m)
+			continue
+		}
 		t.Messages = append(t.Messages, kafka.Message{Key: m.Key, Value: m.Value})
 		switch m.Kind {
 		case workload.Valid:

@@ -38,6 +38,7 @@ type Stage struct {
 	Cluster         *kfake.Cluster // nil with an external broker
 	Topic, DLQTopic string
 	EventsTopic     string // balance events (QUOTA_EVENTS_TOPIC)
+	RefundsTopic    string // refunds (KAFKA_REFUNDS_TOPIC)
 	Group           string
 	AdminDSN        string // the server, no database
 	DSN             string // the run's database
@@ -86,9 +87,9 @@ func NewStage(ctx context.Context, o StageOptions) (_ *Stage, err error) {
 
 func (s *Stage) startBroker(ctx context.Context, o StageOptions) error {
 	s.Brokers = o.Brokers
-	s.Topic, s.DLQTopic, s.EventsTopic = "payment.succeeded", "payment.succeeded.dlq", "quota.events"
+	s.Topic, s.DLQTopic, s.EventsTopic, s.RefundsTopic = "payment.succeeded", "payment.succeeded.dlq", "quota.events", "payment.refunded"
 	if len(s.Brokers) == 0 {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), s.Topic, s.EventsTopic))
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), s.Topic, s.EventsTopic, s.RefundsTopic))
 		if err != nil {
 			return fmt.Errorf("scenario: embedded broker: %w", err)
 		}
@@ -100,9 +101,10 @@ func (s *Stage) startBroker(ctx context.Context, o StageOptions) error {
 	}
 	// A real cluster: topics of this run only, so nothing of an earlier run is consumed.
 	s.Topic, s.DLQTopic = o.Name+"-"+s.ID+".payment.succeeded", o.Name+"-"+s.ID+".payment.succeeded.dlq"
-	s.EventsTopic = o.Name + "-" + s.ID + ".quota.events"
+	s.EventsTopic, s.RefundsTopic = o.Name+"-"+s.ID+".quota.events", o.Name+"-"+s.ID+".payment.refunded"
 	resp, err := s.Client().CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
 		{Topic: s.Topic, NumPartitions: o.Partitions, ReplicationFactor: -1},
+		{Topic: s.RefundsTopic, NumPartitions: o.Partitions, ReplicationFactor: -1},
 		{Topic: s.EventsTopic, NumPartitions: o.Partitions, ReplicationFactor: -1},
 		{Topic: s.DLQTopic, NumPartitions: 1, ReplicationFactor: -1, ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: dlqCleanup}}},
 	}})
@@ -136,8 +138,9 @@ func (s *Stage) Teardown() error {
 	if s.Cluster != nil {
 		s.Cluster.Close()
 	} else if s.ownTopics {
-		if _, err := s.Client().DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{s.Topic, s.DLQTopic, s.EventsTopic}}); err != nil {
-			errs = append(errs, fmt.Errorf("scenario: delete topics %s, %s, %s: %w", s.Topic, s.DLQTopic, s.EventsTopic, err))
+		topics := []string{s.Topic, s.DLQTopic, s.EventsTopic, s.RefundsTopic}
+		if _, err := s.Client().DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics}); err != nil {
+			errs = append(errs, fmt.Errorf("scenario: delete topics %v: %w", topics, err))
 		}
 	}
 	s.Transport.CloseIdleConnections()
@@ -148,8 +151,8 @@ func (s *Stage) Teardown() error {
 func (s *Stage) WorkerEnv(workerID int, redisAddrs []string, httpAddr, logLevel string) map[string]string {
 	return map[string]string{
 		"KAFKA_BROKERS": strings.Join(s.Brokers, ","), "KAFKA_TOPIC": s.Topic, "KAFKA_DLQ_TOPIC": s.DLQTopic, "KAFKA_GROUP": s.Group,
-		"QUOTA_EVENTS_TOPIC": s.EventsTopic,
-		"REDIS_ADDR":         strings.Join(redisAddrs, ","), "REDIS_KEY_PREFIX": s.Prefix, "MYSQL_DSN": s.DSN,
+		"QUOTA_EVENTS_TOPIC": s.EventsTopic, "KAFKA_REFUNDS_TOPIC": s.RefundsTopic,
+		"REDIS_ADDR": strings.Join(redisAddrs, ","), "REDIS_KEY_PREFIX": s.Prefix, "MYSQL_DSN": s.DSN,
 		"IDGEN_WORKER_ID": strconv.Itoa(workerID), "HTTP_ADDR": httpAddr, "LOG_LEVEL": logLevel,
 	}
 }

@@ -27,6 +27,7 @@ type rig struct {
 	topic     string
 	dlqTopic  string
 	grants    string // the grants topic
+	refunds   string // the refunds topic
 	group     string
 	env       map[string]string
 	// transport carries the test's own Kafka requests, closed at cleanup so
@@ -38,14 +39,14 @@ func newRig(t testing.TB, partitions int) *rig {
 	k := testenv.NewKafka(t)
 	r := testenv.NewRedis(t)
 	g := &rig{t: t, kafka: k, db: testenv.NewMySQL(t), redisAddr: r.Addr, prefix: r.Keys.Prefix(),
-		topic: k.Topic(t, partitions), dlqTopic: k.Topic(t, 1), grants: k.Topic(t, partitions)}
+		topic: k.Topic(t, partitions), dlqTopic: k.Topic(t, 1), grants: k.Topic(t, partitions), refunds: k.Topic(t, partitions)}
 	g.group = g.topic + "-group"
 	g.transport = &kafka.Transport{}
 	t.Cleanup(g.transport.CloseIdleConnections)
 	g.env = map[string]string{
 		"KAFKA_BROKERS": joinComma(k.Brokers), "KAFKA_TOPIC": g.topic, "KAFKA_DLQ_TOPIC": g.dlqTopic, "KAFKA_GROUP": g.group,
-		"KAFKA_GRANTS_TOPIC": g.grants,
-		"REDIS_ADDR":         g.redisAddr, "REDIS_KEY_PREFIX": g.prefix, "MYSQL_DSN": g.db.DSN,
+		"KAFKA_GRANTS_TOPIC": g.grants, "KAFKA_REFUNDS_TOPIC": g.refunds,
+		"REDIS_ADDR": g.redisAddr, "REDIS_KEY_PREFIX": g.prefix, "MYSQL_DSN": g.db.DSN,
 		"HTTP_ADDR": "127.0.0.1:0", "LOCK_TTL": "3s", "IDGEN_LEASE_TTL": "3s", "SHUTDOWN_TIMEOUT": "5s",
 		"WORKER_LATENCY_BUDGET": "2ms", "WORKER_MAX_ATTEMPTS": "3", "WORKER_COMMIT_INTERVAL": "200ms",
 	}
@@ -144,6 +145,14 @@ func (g *rig) drain(ctx context.Context) {
 func (g *rig) drainGrants(ctx context.Context) {
 	g.t.Helper()
 	if err := scenario.WaitDrained(ctx, g.client(), g.group+".grants", g.grants, nil); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// drainRefunds waits until the refunds group has committed the whole refunds topic.
+func (g *rig) drainRefunds(ctx context.Context) {
+	g.t.Helper()
+	if err := scenario.WaitDrained(ctx, g.client(), g.group+".refunds", g.refunds, nil); err != nil {
 		g.t.Fatal(err)
 	}
 }

@@ -1,5 +1,5 @@
 // Package worker assembles billing-worker from a Config: the consumers of
-// payments and grants, the balance-event relay, the periods loop, the schema
+// payments, grants and refunds, the balance-event relay, the periods loop, the schema
 // gate and the ops and read API servers, on the shared write path. Its main
 // and the demo both call New, so the demo runs exactly the production wiring.
 package worker
@@ -38,7 +38,8 @@ type Worker struct {
 	svc      *writepath.Services
 	path     *writepath.Path
 	consumer *consumer.Consumer[event.PaymentSucceeded]
-	grants   *grantsConsumer // the grants topic, in a group of its own
+	grants   *waitingConsumer[event.GrantCommand]  // the grants topic, in a group of its own
+	refunds  *waitingConsumer[event.RefundCommand] // the refunds topic, in a group of its own
 	schema   *schemaGate
 	http     *httpserver.Server
 	pprof    *httpserver.Server // nil unless PPROF_ADDR is set
@@ -136,18 +137,26 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	client := &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: w.svc.Kafka.Transport, Timeout: 5 * time.Second}
 	ccfg.Topic, ccfg.Group = cfg.Kafka.GrantsTopic, cfg.Kafka.GrantsGroup()
 	gc, err := consumer.New(ccfg, decodeGrant, (*grantHandler)(handler), w.probe, log, m.grants)
 	if err != nil {
 		return nil, err
 	}
-	w.grants = &grantsConsumer{Consumer: gc, topic: ccfg.Topic, log: log,
-		client: &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: w.svc.Kafka.Transport, Timeout: 5 * time.Second}}
+	w.grants = &waitingConsumer[event.GrantCommand]{Consumer: gc, what: "grants", topic: ccfg.Topic, log: log, client: client}
+	ccfg.Topic, ccfg.Group = cfg.Kafka.RefundsTopic, cfg.Kafka.RefundsGroup()
+	rc, err := consumer.New(ccfg, decodeRefund, (*refundHandler)(handler), w.probe, log, m.refunds)
+	if err != nil {
+		return nil, err
+	}
+	w.refunds = &waitingConsumer[event.RefundCommand]{Consumer: rc, what: "refunds", topic: ccfg.Topic, log: log, client: client}
+	m.handler.pending.watch(w.path.Ledger, cfg.Worker.RefundPendingAge, log)
 	w.schema = newSchemaGate(w.svc.SQL, log)
 	if w.http != nil {
 		w.http.AddReadiness("schema", w.schema.ready)
 		w.http.AddReadiness("kafka", w.consumer.Ready)
 		w.http.AddReadiness("kafka_grants", w.grants.Ready)
+		w.http.AddReadiness("kafka_refunds", w.refunds.Ready)
 		w.http.AddReadiness("idgen_lease", w.leaseHeld)
 		w.http.AddReadiness("idgen_step_aside", w.aside.Ready)
 	}
@@ -262,10 +271,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		// write, and the periods loop writes no ledger row it cannot id.
 		g.Go(func() error { return w.aside.While(gctx, w.relay.Run) })
 		g.Go(func() error { return w.aside.While(gctx, w.periods.Run) })
-		// Payments and grants: either failing to start stops both.
+		// Payments, grants and refunds: any failing to start stops all.
 		cg, cctx := errgroup.WithContext(gctx)
 		cg.Go(func() error { return w.consumer.Run(cctx) })
 		cg.Go(func() error { return w.grants.Run(cctx) })
+		cg.Go(func() error { return w.refunds.Run(cctx) })
 		return cg.Wait() // an error is reported once, by the caller
 	})
 	return g.Wait()

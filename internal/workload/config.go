@@ -1,6 +1,8 @@
 // Package workload generates synthetic payment.succeeded traffic: a seeded,
 // reproducible stream of events over a population of merchants, with a chosen
-// skew, amounts, sources, and a share of duplicates and malformed messages.
+// skew, amounts, sources, and a share of duplicates and malformed messages;
+// and, interleaved, a share of payment.refunded messages of those payments
+// (partial, whole, over-refunded, sent before their payment, sent again).
 //
 // Every message says what it is (valid, duplicate, malformed), so a test or a
 // checker knows the truth about what a consumer was fed. The same Config
@@ -43,6 +45,10 @@ type Config struct {
 	// break the contract. Both in [0, 1], their sum at most 1.
 	Duplicates float64
 	Malformed  float64
+	// Refunds is the share of messages that are refunds (topic Refunds),
+	// of the kinds RefundMix weighs; the three shares sum to at most 1.
+	Refunds   float64
+	RefundMix RefundMix
 	// IDPrefix starts every event_id (and, with "pay-" instead, every
 	// payment_id): runs with different prefixes never share an event_id.
 	IDPrefix string
@@ -56,6 +62,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Start.IsZero() {
 		c.Start = defaultStart
+	}
+	if c.RefundMix == (RefundMix{}) {
+		c.RefundMix = DefaultRefundMix
 	}
 	c.Merchants, c.IDPrefix, c.Step = cmp.Or(c.Merchants, DefaultMerchants), cmp.Or(c.IDPrefix, DefaultIDPrefix), cmp.Or(c.Step, DefaultStep)
 }
@@ -71,8 +80,9 @@ func (c Config) Validate() error {
 	add(c.Merchants < 1 || c.Merchants > 1_000_000, "merchants %d outside 1..1000000", c.Merchants)
 	errs = append(errs, c.Skew.validate())
 	add(c.MinAmount < 1 || c.MaxAmount < c.MinAmount || c.MaxAmount > event.MaxAmount, "amounts %d..%d: need 1 <= min <= max <= 10^12", c.MinAmount, c.MaxAmount)
-	add(!share(c.Duplicates) || !share(c.Malformed) || c.Duplicates+c.Malformed > 1,
-		"duplicates %v and malformed %v must be in [0,1] with a sum at most 1", c.Duplicates, c.Malformed)
+	add(!share(c.Duplicates) || !share(c.Malformed) || !share(c.Refunds) || c.Duplicates+c.Malformed+c.Refunds > 1,
+		"duplicates %v, malformed %v and refunds %v must be in [0,1] with a sum at most 1", c.Duplicates, c.Malformed, c.Refunds)
+	errs = append(errs, c.RefundMix.validate())
 	add(len(c.IDPrefix) > maxIDPrefixLen || (c.IDPrefix != "" && !event.ValidID(c.IDPrefix)),
 		"id prefix %q must be at most %d characters of [A-Za-z0-9_.:-]", c.IDPrefix, maxIDPrefixLen)
 	add(c.Step < 0, "step %v is negative", c.Step)

@@ -32,6 +32,21 @@ type Message struct {
 	// Flaw names how a Malformed message is broken ("truncated-json",
 	// "bad-amount-zero", ...), else "".
 	Flaw string
+	// Topic is where the message goes. A Refunds message carries Refund
+	// (and no Event); Taken and Beyond are its truth if its payment debited
+	// its whole amount: what the refund takes of it, what is a conflict.
+	Topic         Topic
+	Refund        event.RefundCommand
+	RefundKind    RefundKind
+	Taken, Beyond int64
+}
+
+// OccurredAt is when the message's event or refund occurred: its due time.
+func (m Message) OccurredAt() time.Time {
+	if m.Topic == Refunds {
+		return m.Refund.OccurredAt
+	}
+	return m.Event.OccurredAt
 }
 
 // duplicateWindow is how many recent valid messages a duplicate is drawn from.
@@ -45,8 +60,15 @@ type Generator struct {
 	pick    picker
 	seq     int
 	fresh   int       // events created so far (valid or malformed): numbers event ids
-	history []Message // ring of recent valid messages, for duplicates
+	history []Message // ring of recent valid payments, for duplicates and refunds
+	left    []int64   // of each payment in history, what refunds have not taken yet
 	hnext   int
+	// Refunds: recent ones (to re-send), the payments of early refunds
+	// (due later), and how many refund ids were made.
+	refunds     []Message
+	rnext       int
+	held        []heldPayment
+	refundsMade int
 }
 
 // New validates cfg (after defaults) and returns its generator.
@@ -78,6 +100,9 @@ func (g *Generator) Config() Config { return g.cfg }
 // Next returns the next message.
 func (g *Generator) Next() Message {
 	defer func() { g.seq++ }()
+	if m, ok := g.nextHeld(); ok {
+		return m
+	}
 	u := g.rng.Float64()
 	switch {
 	case u < g.cfg.Duplicates:
@@ -90,10 +115,12 @@ func (g *Generator) Next() Message {
 		e := g.newEvent()
 		key, value, flaw := g.corrupt(e)
 		return Message{Seq: g.seq, Key: key, Value: value, Kind: Malformed, Event: e, DuplicateOf: -1, Flaw: flaw}
+	case u < g.cfg.Duplicates+g.cfg.Malformed+g.cfg.Refunds:
+		return g.refund()
 	}
 	e := g.newEvent()
 	m := Message{Seq: g.seq, Key: []byte(e.MerchantID), Value: e.Encode(), Kind: Valid, Event: e, DuplicateOf: -1}
-	g.remember(m)
+	g.remember(m, e.Amount)
 	return m
 }
 
@@ -110,15 +137,18 @@ func (g *Generator) newEvent() event.PaymentSucceeded {
 		MerchantID: MerchantID(g.pick()),
 		Amount:     amount,
 		Source:     [...]event.Source{event.SourcePC, event.SourceMiniApp, event.SourceOpenAPI}[g.rng.IntN(3)],
-		OccurredAt: g.cfg.Start.Add(g.cfg.Step * time.Duration(g.seq)).UTC(),
+		OccurredAt: g.at(),
 	}
 }
 
-func (g *Generator) remember(m Message) {
+// at is the occurred_at of the current message.
+func (g *Generator) at() time.Time { return g.cfg.Start.Add(g.cfg.Step * time.Duration(g.seq)).UTC() }
+
+func (g *Generator) remember(m Message, left int64) {
 	if len(g.history) < duplicateWindow {
-		g.history = append(g.history, m)
+		g.history, g.left = append(g.history, m), append(g.left, left)
 		return
 	}
-	g.history[g.hnext] = m
+	g.history[g.hnext], g.left[g.hnext] = m, left
 	g.hnext = (g.hnext + 1) % duplicateWindow
 }

@@ -31,7 +31,7 @@ func TestProduceToKafka(t *testing.T) {
 	transport := &kafka.Transport{}
 	w := NewKafkaWriter(k.Brokers, topic, transport)
 	var reports int
-	st, err := ProduceOnSchedule(ctx, w, g, total, true, func(ScheduleStats) { reports++ })
+	st, err := ProduceOnSchedule(ctx, Writers{Payments: w}, g, total, true, func(ScheduleStats) { reports++ })
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
@@ -99,7 +99,7 @@ func TestProduceRateAndCancel(t *testing.T) {
 	defer cancel()
 	// Unbounded at 1000 msg/s until the deadline: it stops with the context
 	// and counts only what was written.
-	st, err := ProduceOnSchedule(ctx, &w, g, 0, false, nil)
+	st, err := ProduceOnSchedule(ctx, Writers{Payments: &w}, g, 0, false, nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}

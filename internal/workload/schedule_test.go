@@ -55,7 +55,7 @@ func TestProduceOnScheduleNoDrift(t *testing.T) {
 	g := scheduled(t, rate)
 	start, step := g.Config().Start, g.Config().Step
 	var w clockWriter
-	st, err := ProduceOnSchedule(context.Background(), &w, g, n, false, nil)
+	st, err := ProduceOnSchedule(context.Background(), Writers{Payments: &w}, g, n, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestProduceOnScheduleCatchesUp(t *testing.T) {
 	g := scheduled(t, rate)
 	start, step := g.Config().Start, g.Config().Step
 	w := clockWriter{stallAt: 2, stall: stall}
-	st, err := ProduceOnSchedule(context.Background(), &w, g, n, false, nil)
+	st, err := ProduceOnSchedule(context.Background(), Writers{Payments: &w}, g, n, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,13 +112,13 @@ func TestProduceOnScheduleUnpacedAndCancel(t *testing.T) {
 	}
 	var w clockWriter
 	// Unpaced: all at once, whatever occurred_at says.
-	if _, err := ProduceOnSchedule(context.Background(), &w, g, 2500, true, nil); err != nil || len(w.at) != 2500 {
+	if _, err := ProduceOnSchedule(context.Background(), Writers{Payments: &w}, g, 2500, true, nil); err != nil || len(w.at) != 2500 {
 		t.Fatalf("unpaced: %d handed over, err %v", len(w.at), err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	// Paced an hour ahead: nothing is due, the context ends the wait.
-	if _, err := ProduceOnSchedule(ctx, &w, g, 10, false, nil); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := ProduceOnSchedule(ctx, Writers{Payments: &w}, g, 10, false, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}
 }

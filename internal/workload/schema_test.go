@@ -3,6 +3,7 @@ package workload
 import (
 	"testing"
 
+	"github.com/quotaflow/billing/internal/event"
 	"github.com/quotaflow/billing/schemas"
 )
 
@@ -26,5 +27,27 @@ func TestMessagesHoldAgainstTheSchema(t *testing.T) {
 		if flaws[f] == 0 {
 			t.Errorf("flaw %s never generated", f)
 		}
+	}
+}
+
+// Every refund billing-sim produces, new or sent again, holds against the
+// refunds topic's schema and the worker's decoder.
+func TestRefundsHoldAgainstTheSchema(t *testing.T) {
+	s := schemas.MustCompile(schemas.PaymentRefunded)
+	refunds := 0
+	for _, m := range generate(t, Config{Seed: 13, Merchants: 20, Refunds: 0.5, IDPrefix: "run3-"}, 3_000) {
+		if m.Topic != Refunds {
+			continue
+		}
+		refunds++
+		if err := s.Validate(m.Value); err != nil {
+			t.Fatalf("refund %d breaks the schema: %v: %s", m.Seq, err, m.Value)
+		}
+		if r, err := event.DecodeRefund(m.Key, m.Value); err != nil || r != m.Refund {
+			t.Fatalf("refund %d: the worker decodes %+v, %v: want %+v", m.Seq, r, err, m.Refund)
+		}
+	}
+	if refunds == 0 {
+		t.Fatal("no refunds")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,7 +20,9 @@ import (
 // Commit records one batch (debits and rejections; Grant writes credits) in
 // one transaction: one UPDATE moves each merchant's balance by its debits,
 // behind the overdraft guard, and takes the seq numbers of its rows (see
-// balanceMove); then every row is inserted. A rejected row is written only
+// balanceMove); then every row is inserted, and the refunds that waited for
+// these payments are settled (Refund; a row's Refunded says what came back).
+// A rejected row is written only
 // when MySQL, in the same transaction, agrees: the balance at that row cannot
 // cover it, or there is no balance row (unknown_merchant); otherwise the cache
 // under-reported (*GuardError, Covered).
@@ -63,6 +66,9 @@ func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 			if err := s.assignIDs(rows, fresh); err != nil {
 				return err
 			}
+			for i := range rows {
+				rows[i].Refunded = 0
+			}
 			moved, err := s.exec(ctx, tx, update, args)
 			if err != nil {
 				return fmt.Errorf("ledger: move %d balances: %w", len(merchants), err)
@@ -85,6 +91,16 @@ func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 				return err
 			}
 			evs := s.batchEvents(rows, bals)
+			if ids := waitingFor(rows, bals); len(ids) > 0 {
+				refunds, after, err := s.settlePending(ctx, tx, rows, ids, bals)
+				if err != nil {
+					return err
+				}
+				evs = s.batchEvents(append(slices.Clip(rows), refunds...), after)
+				if err := s.billedBase(ctx, tx, refunds); err != nil {
+					return err
+				}
+			}
 			wrote = len(evs) > 0
 			return s.writeOutbox(ctx, tx, evs)
 		})
@@ -117,6 +133,24 @@ func (s *Store) Commit(ctx context.Context, rows []ledger.Row) error {
 			return fmt.Errorf("ledger: gave up after %d attempts: the balance guard refused the batch but every balance covers it", attempt)
 		}
 	}
+}
+
+// waitingFor lists the events of rows that refunds may wait for: those of
+// merchants whose balance row counts some (RefundsWaiting), and of unknown
+// merchants (no row counts theirs). A batch of other merchants reads nothing
+// more.
+func waitingFor(rows []ledger.Row, bals []ledger.Balance) []string {
+	waits := make(map[string]bool, len(bals))
+	for _, b := range bals {
+		waits[b.MerchantID] = b.RefundsWaiting > 0
+	}
+	var ids []string
+	for _, r := range rows {
+		if w, known := waits[r.MerchantID]; w || !known {
+			ids = append(ids, r.EventID)
+		}
+	}
+	return ids
 }
 
 // errGuardShort: the balance UPDATE moved fewer balances than it was given;

@@ -31,48 +31,65 @@ func (s *Store) Grant(ctx context.Context, credits []ledger.Credit) ([]ledger.Cr
 			Reason: ledger.ReasonGrant, Source: c.Source, OccurredAt: now, CreatedAt: now}
 		ids = append(ids, c.ID)
 	}
-	// A concurrent insert of an id (not under our lock) fails the first attempt.
+	var out []ledger.Credited
+	err := s.writeOnce(ctx, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		existing, err := s.existingEvents(ctx, prepared{stmts: s.stmts, tx: tx}, ids)
+		if err != nil {
+			return false, err
+		}
+		var fresh []ledger.Row
+		out, fresh = ledger.DecideCredits(want, existing)
+		if len(fresh) == 0 {
+			return false, nil
+		}
+		written, wrote, err := s.writeCredits(ctx, tx, fresh, terms)
+		if err != nil {
+			return false, err
+		}
+		byID := make(map[string]ledger.Row, len(written))
+		for _, r := range written {
+			byID[r.EventID] = r
+		}
+		for i := range out {
+			if r, ok := byID[out[i].Row.EventID]; ok && !errors.Is(out[i].Err, ledger.ErrRefused) {
+				out[i].Row = r
+			}
+		}
+		return wrote, nil
+	})
+	switch {
+	case errors.Is(err, ledger.ErrRefused):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("ledger: grant %d credit(s): %w", len(credits), err)
+	}
+	return out, nil
+}
+
+// writeOnce runs fn, which records ids once each and says whether it wrote
+// balance events, in a transaction: again once if a concurrent insert of an
+// id (not under the caller's lock) failed it; a refused value is a
+// *RefusedError.
+func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) (bool, error)) error {
 	for attempt := 0; ; attempt++ {
-		var out []ledger.Credited
 		wrote := false // the committed attempt wrote balance events
 		err := s.inTx(ctx, sqltx.ReadCommitted, func(ctx context.Context, tx *sql.Tx) error {
-			existing, err := s.existingEvents(ctx, prepared{stmts: s.stmts, tx: tx}, ids)
-			if err != nil {
-				return err
-			}
-			var fresh []ledger.Row
-			out, fresh = ledger.DecideCredits(want, existing)
-			if len(fresh) == 0 {
-				return nil
-			}
-			written, w, err := s.writeCredits(ctx, tx, fresh, terms)
-			if err != nil {
-				return err
-			}
-			wrote = w
-			byID := make(map[string]ledger.Row, len(written))
-			for _, r := range written {
-				byID[r.EventID] = r
-			}
-			for i := range out {
-				if r, ok := byID[out[i].Row.EventID]; ok && !errors.Is(out[i].Err, ledger.ErrRefused) {
-					out[i].Row = r
-				}
-			}
-			return nil
+			var err error
+			wrote, err = fn(ctx, tx)
+			return err
 		})
 		switch {
 		case err == nil:
 			if wrote {
 				s.eventsWritten()
 			}
-			return out, nil
+			return nil
 		case duplicate(err) && attempt == 0:
 			continue
 		case refused(err):
-			return nil, &ledger.RefusedError{Err: err}
+			return &ledger.RefusedError{Err: err}
 		}
-		return nil, fmt.Errorf("ledger: grant %d credit(s): %w", len(credits), err)
+		return err
 	}
 }
 
@@ -86,12 +103,15 @@ func (s *Store) Grant(ctx context.Context, credits []ledger.Credit) ([]ledger.Cr
 func (s *Store) writeCredits(ctx context.Context, tx *sql.Tx, credits []ledger.Row, terms map[string]ledger.Credit) ([]ledger.Row, bool, error) {
 	moved, merchants := ledger.TakenTotals(credits)
 	counts := ledger.RowCounts(credits)
-	args := make([]any, 0, 3*len(merchants))
+	args := make([]any, 0, 4*len(merchants))
 	for _, m := range merchants {
-		args = append(args, m, -moved[m], counts[m])
+		args = append(args, m, -moved[m], counts[m], m)
 	}
-	upsert := "INSERT INTO merchant_balance (merchant_id, credited, debited, seq) VALUES (?, ?, 0, ?)" +
-		strings.Repeat(", (?, ?, 0, ?)", len(merchants)-1) +
+	// A merchant created here may have refunds waiting already (their
+	// payments were to come after this grant): it counts them.
+	const tuple = "(?, ?, 0, ?, (SELECT COUNT(*) FROM quota_refunds WHERE merchant_id = ? AND state = 'pending'))"
+	upsert := "INSERT INTO merchant_balance (merchant_id, credited, debited, seq, refunds_waiting) VALUES " + tuple +
+		strings.Repeat(", "+tuple, len(merchants)-1) +
 		" ON DUPLICATE KEY UPDATE credited = credited + VALUES(credited), seq = seq + VALUES(seq)"
 	if _, err := s.exec(ctx, tx, upsert, args); err != nil {
 		return nil, false, fmt.Errorf("ledger: credit %d merchant(s): %w", len(merchants), err)

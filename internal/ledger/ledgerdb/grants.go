@@ -14,7 +14,7 @@ import (
 )
 
 // balanceColumns are the merchant_balance columns scanBalance reads.
-const balanceColumns = "merchant_id, credited, debited, low_units, low_percent, overdraft_policy, overdraft_floor, head_grant, head_end, next_expiry, seq, low_base"
+const balanceColumns = "merchant_id, credited, debited, low_units, low_percent, overdraft_policy, overdraft_floor, head_grant, head_end, next_expiry, seq, low_base, refunds_waiting"
 
 // scanBalance reads the balanceColumns of a row, then any more columns into more.
 func scanBalance(rows *sql.Rows, more ...any) (ledger.Balance, error) {
@@ -22,7 +22,7 @@ func scanBalance(rows *sql.Rows, more ...any) (ledger.Balance, error) {
 	var head sql.NullString
 	var end sql.NullInt64
 	var next sql.NullTime
-	dest := append([]any{&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent, &b.PolicyKind, &b.OverdraftFloor, &head, &end, &next, &b.Seq, &b.LowBase}, more...)
+	dest := append([]any{&b.MerchantID, &b.Credited, &b.Debited, &b.LowUnits, &b.LowPercent, &b.PolicyKind, &b.OverdraftFloor, &head, &end, &next, &b.Seq, &b.LowBase, &b.RefundsWaiting}, more...)
 	if err := rows.Scan(dest...); err != nil {
 		return b, err
 	}
@@ -115,12 +115,22 @@ func (s *Store) saveBooks(ctx context.Context, tx *sql.Tx, books map[string]*led
 	if err := s.upsertGrants(ctx, tx, changed); err != nil {
 		return err
 	}
-	for _, m := range slices.Sorted(maps.Keys(books)) {
+	// One statement moves every merchant's head, in key order.
+	merchants := slices.Sorted(maps.Keys(books))
+	if len(merchants) == 0 {
+		return nil
+	}
+	var heads, ends, nexts []any
+	for _, m := range merchants {
 		id, end, next := books[m].HeadEnd(debited[m])
-		if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET head_grant = ?, head_end = ?, next_expiry = ? WHERE merchant_id = ?",
-			[]any{id, end, next, m}); err != nil {
-			return fmt.Errorf("ledger: move the head of %s: %w", m, err)
-		}
+		heads, ends, nexts = append(heads, m, id), append(ends, m, end), append(nexts, m, next)
+	}
+	when := "CASE merchant_id" + strings.Repeat(" WHEN ? THEN ?", len(merchants)) + " END"
+	in, ids := sqltx.InList(merchants)
+	args := append(append(append(heads, ends...), nexts...), ids...)
+	if _, err := s.exec(ctx, tx, "UPDATE merchant_balance SET head_grant = "+when+", head_end = "+when+", next_expiry = "+when+
+		" WHERE merchant_id IN ("+in+")", args); err != nil {
+		return fmt.Errorf("ledger: move the heads of %d merchant(s): %w", len(merchants), err)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ type sums struct {
 // when merchantIDs is empty. Merchants without rows are absent from the map.
 func (s *Store) sums(ctx context.Context, merchantIDs []string) (map[string]sums, error) {
 	q := `SELECT merchant_id,
-		COALESCE(SUM(CASE WHEN kind = 'credit' THEN amount ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN kind IN ('credit', 'billed', 'refund') THEN amount ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN kind IN ('debit', 'expire') THEN amount ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN kind = 'rejected' THEN 1 ELSE 0 END), 0)
 		FROM quota_ledger`

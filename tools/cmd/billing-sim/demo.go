@@ -89,6 +89,7 @@ func parseDemoFlags(args []string, d deps) (demo.Options, string, error) {
 	fs.Float64Var(&o.Duplicates, "duplicates", 0.02, "share of redelivered duplicates")
 	fs.Float64Var(&o.Malformed, "malformed", 0.005, "share of malformed messages")
 	fs.IntVar(&o.Conflicts, "conflicts", 20, "conflicting duplicates (same event_id, other amount)")
+	fs.Float64Var(&o.Refunds, "refunds", 0.05, "share of refunds of the traffic's payments (some sent ahead of their payment, the rest after it)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "traffic seed")
 	fs.Float64Var(&o.Rate, "rate", 0, "produce at this many events/s, stamping occurred_at at send time (0: as fast as possible)")
 	fs.BoolVar(&o.NoRestart, "no-restart", false, "do not restart the second worker midway (for latency measurements)")

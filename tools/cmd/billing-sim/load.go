@@ -29,14 +29,17 @@ type loadFlags struct {
 	// versus runs this many rounds of a uniform run and then the configured
 	// one, alternately, and compares them (hot merchants: shards vs uniform).
 	versus int
-	vary   string // a sweep: KEY=v1,v2,...
-	plot   string // an SVG of the run's own data
+	// versusNone: rounds of the run without refunds and with them, alternately.
+	versusNone int
+	vary       string // a sweep: KEY=v1,v2,...
+	plot       string // an SVG of the run's own data
 }
 
 const loadUsage = `billing-sim load: measure the billing-worker binary black-box
 
   billing-sim load [--workers N] [--events N] [--ledger-rows N] [--rate N | --soak 10m] [--json-file F] [--output text|json] ...
   billing-sim load --hot 0.9 --shards 8 --versus-uniform 2
+  billing-sim load --refunds 0.1 --versus-no-refunds 2
   billing-sim load --vary WORKER_BATCH_SIZE=256,1024,2048 --plot batch.svg
   billing-sim load --rate 5000 --plot latency.svg
   billing-sim load --rate 0 --soak 60s        # idle: the cores no traffic costs
@@ -66,6 +69,8 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.Float64Var(&o.Hot, "hot", 0.2, "share of the events of one hot merchant (m-000000); 0 = uniform")
 	fs.IntVar(&o.Shards, "shards", 1, "quota shards of the hot merchant, 1..64")
 	fs.IntVar(&f.versus, "versus-uniform", 0, "run N rounds of a uniform run (--hot 0, one shard) then this one, alternately, and print each hot/uniform ratio")
+	fs.Float64Var(&o.Refunds, "refunds", 0, "share of the events that are refunds of the run's payments (partial, whole, over-refunded, ahead of their payment, sent again), 0..0.5; preloaded only")
+	fs.IntVar(&f.versusNone, "versus-no-refunds", 0, "with --refunds: run N rounds of the run without refunds then with them, alternately, and print each CPU-per-event ratio")
 	fs.IntVar(&o.Events, "events", load.DefaultEvents, "events (preloaded, or produced at --rate)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	fs.IntVar(&o.LedgerRows, "ledger-rows", 0, "pre-fill quota_ledger with this many rows first (bulk INSERTs of 4,000): the growth figure")
@@ -91,6 +96,9 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 		}
 	} else if f.plot != "" && o.Rate == 0 {
 		return f, fs.Fail("--plot draws a sweep (--vary) or a paced run's latency (--rate)")
+	}
+	if f.versusNone > 0 && (o.Refunds == 0 || f.versus > 0) {
+		return f, fs.Fail("--versus-no-refunds needs --refunds, and not --versus-uniform")
 	}
 	rateGiven := false
 	fs.Visit(func(fl *flag.Flag) { rateGiven = rateGiven || fl.Name == "rate" })
@@ -153,6 +161,9 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 	if f.versus > 0 {
 		return versusUniform(ctx, d.stdout, o, f.versus)
 	}
+	if f.versusNone > 0 {
+		return versusNoRefunds(ctx, d.stdout, o, f.versusNone)
+	}
 	if f.vary != "" {
 		return sweep(ctx, d.stdout, o, f)
 	}
@@ -185,12 +196,33 @@ func runLoad(ctx context.Context, args []string, d deps) error {
 // events/s and the CPU of the worker(s), mariadbd and redis-server per event.
 func versusUniform(ctx context.Context, w io.Writer, o load.Options, rounds int) error {
 	uniform := o
-	uniform.Hot, uniform.Shards, uniform.BaselineEvents = 0, 1, 0
-	o.BaselineEvents = 0
+	uniform.Hot, uniform.Shards = 0, 1
+	return alternate(ctx, w, uniform, o, rounds, func(round int, a, b load.Result) string {
+		return fmt.Sprintf("round %d     uniform %.0f/s (%.1f µs/event), hot %.2g with %d shard(s) %.0f/s (%.1f µs/event): %.2fx",
+			round, a.EventsPerSec, serverCPU(a), o.Hot, o.Shards, b.EventsPerSec, serverCPU(b), b.EventsPerSec/a.EventsPerSec)
+	})
+}
+
+// versusNoRefunds runs rounds of the run without refunds and with them,
+// alternately, and compares the CPU per event of the worker(s), mariadbd
+// and redis-server.
+func versusNoRefunds(ctx context.Context, w io.Writer, o load.Options, rounds int) error {
+	none := o
+	none.Refunds = 0
+	return alternate(ctx, w, none, o, rounds, func(round int, a, b load.Result) string {
+		return fmt.Sprintf("round %d     no refunds %.0f/s (%.1f µs/event), %.0f%% refunds %.0f/s (%.1f µs/event): CPU per event %.2fx",
+			round, a.EventsPerSec, serverCPU(a), 100*o.Refunds, b.EventsPerSec, serverCPU(b), serverCPU(b)/serverCPU(a))
+	})
+}
+
+// alternate runs rounds of a then b (the machine's load drifts), prints
+// each run, then a line per round comparing them.
+func alternate(ctx context.Context, w io.Writer, a, b load.Options, rounds int, line func(round int, a, b load.Result) string) error {
+	a.BaselineEvents, b.BaselineEvents = 0, 0
 	var lines []string
 	for round := 1; round <= rounds; round++ {
 		var got [2]load.Result
-		for k, opts := range []load.Options{uniform, o} {
+		for k, opts := range []load.Options{a, b} {
 			res, err := load.Run(ctx, opts)
 			if err != nil {
 				return err
@@ -199,9 +231,7 @@ func versusUniform(ctx context.Context, w io.Writer, o load.Options, rounds int)
 			fmt.Fprintln(w)
 			got[k] = res
 		}
-		lines = append(lines, fmt.Sprintf("round %d     uniform %.0f/s (%.1f µs/event), hot %.2g with %d shard(s) %.0f/s (%.1f µs/event): %.2fx",
-			round, got[0].EventsPerSec, serverCPU(got[0]), o.Hot, o.Shards, got[1].EventsPerSec, serverCPU(got[1]),
-			got[1].EventsPerSec/got[0].EventsPerSec))
+		lines = append(lines, line(round, got[0], got[1]))
 	}
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
@@ -266,8 +296,12 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 	if !s.Embedded {
 		broker = "brokers " + strings.Join(s.Brokers, ",")
 	}
-	fmt.Fprintf(w, "load        %d events, %d merchants (hot %.2g, %d shard(s)), %d worker(s), %d partitions, %s; ledger rows before: %d\n",
-		r.Events, s.Merchants, s.Hot, s.Shards, s.Workers, s.Partitions, broker, s.LedgerRows)
+	refunds := ""
+	if s.Refunds > 0 {
+		refunds = fmt.Sprintf(" (%.0f%% refunds)", 100*s.Refunds)
+	}
+	fmt.Fprintf(w, "load        %d events%s, %d merchants (hot %.2g, %d shard(s)), %d worker(s), %d partitions, %s; ledger rows before: %d\n",
+		r.Events, refunds, s.Merchants, s.Hot, s.Shards, s.Workers, s.Partitions, broker, s.LedgerRows)
 	redo := "unknown"
 	if r.Host.RedoLogBytes > 0 {
 		redo = fmt.Sprintf("%d MiB", r.Host.RedoLogBytes>>20)

@@ -28,6 +28,12 @@ func TestLoadFlags(t *testing.T) {
 	if f, err = parseLoadFlags([]string{"--soak", "10m"}, d); err != nil || f.o.Rate != 5000 || f.o.Events != 3_000_000 || f.o.Timeout < 10*time.Minute {
 		t.Fatalf("soak: %+v, %v", f.o, err)
 	}
+	if f, err = parseLoadFlags([]string{"--refunds", "0.1", "--versus-no-refunds", "2"}, d); err != nil || f.o.Refunds != 0.1 || f.versusNone != 2 {
+		t.Fatalf("refunds: %+v, %v", f, err)
+	}
+	if _, err := parseLoadFlags([]string{"--versus-no-refunds", "2"}, d); err != errUsage {
+		t.Fatalf("--versus-no-refunds without --refunds: %v", err)
+	}
 	// --rate 0 --soak is idle: no events but the one of the wake.
 	if f, err = parseLoadFlags([]string{"--rate", "0", "--soak", "60s"}, d); err != nil || f.o.Rate != 0 || f.o.Idle != time.Minute || f.o.Timeout < 10*time.Minute {
 		t.Fatalf("idle: %+v, %v", f.o, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ type produceFlags struct {
 	cfg      workload.Config
 	brokers  string
 	topic    string
+	refundsT string
 	skew     skewFlags
 	rate     rateFlag
 	total    int
@@ -29,7 +31,7 @@ type produceFlags struct {
 
 const produceUsage = `billing-sim produce: write synthetic payment.succeeded events to Kafka
 
-  billing-sim produce [--total N | --rate N/s] [--merchants N] [--hot SHARE | --skew zipf:S] [--duplicates F] [--malformed F] [--output text|json] ...
+  billing-sim produce [--total N | --rate N/s] [--merchants N] [--hot SHARE | --skew zipf:S] [--duplicates F] [--malformed F] [--refunds F] [--output text|json] ...
 
 Progress lines go to stdout (stderr with --output json); the result is the last
 line, or one JSON object. Exit codes: 0 done (also an unbounded run
@@ -43,6 +45,7 @@ type produceResult struct {
 	Valid      int     `json:"valid"`
 	Duplicates int     `json:"duplicates"`
 	Malformed  int     `json:"malformed"`
+	Refunds    int     `json:"refunds,omitempty"`
 	ElapsedMs  int64   `json:"elapsed_ms"`
 	PerSecond  float64 `json:"per_second"`
 }
@@ -59,6 +62,8 @@ func parseProduceFlags(args []string, d deps) (produceFlags, error) {
 	fs.IntVar(&f.total, "total", 10_000, "messages to write; 0 = until interrupted")
 	fs.Float64Var(&c.Duplicates, "duplicates", 0, "share of messages re-emitting an earlier event (same event_id)")
 	fs.Float64Var(&c.Malformed, "malformed", 0, "share of messages breaking the contract (bad JSON, amount, source...)")
+	fs.Float64Var(&c.Refunds, "refunds", 0, "share of messages that are refunds of earlier payments (partial, whole, over-refunded, ahead of their payment, sent again)")
+	fs.StringVar(&f.refundsT, "refunds-topic", d.cfg.Kafka.RefundsTopic, "topic of the refunds (KAFKA_REFUNDS_TOPIC)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "random seed: the same seed gives the same merchants, amounts, sources, duplicates and flaws (event ids follow --id-prefix, times the start)")
 	fs.Int64Var(&c.MinAmount, "min-amount", workload.DefaultMinAmount, "smallest amount")
 	fs.Int64Var(&c.MaxAmount, "max-amount", workload.DefaultMaxAmount, "largest amount")
@@ -99,7 +104,10 @@ func runProduce(ctx context.Context, args []string, d deps) error {
 	if err != nil {
 		return err
 	}
-	w := workload.NewKafkaWriter(kcfg.Brokers, f.topic, clients.Transport)
+	w := workload.Writers{Payments: workload.NewKafkaWriter(kcfg.Brokers, f.topic, clients.Transport)}
+	if cfg.Refunds > 0 {
+		w.Refunds = workload.NewKafkaWriter(kcfg.Brokers, f.refundsT, clients.Transport)
+	}
 	d.log.Info("producing", zap.String("topic", f.topic), zap.Strings("brokers", kcfg.Brokers),
 		zap.Int("total", f.total), zap.Float64("rate", float64(f.rate)), zap.String("skew", cfg.Skew.String()),
 		zap.Uint64("seed", cfg.Seed), zap.String("id_prefix", cfg.IDPrefix))
@@ -113,12 +121,12 @@ func runProduce(ctx context.Context, args []string, d deps) error {
 			fmt.Fprintln(progress, "produced", describe(st))
 		}
 	})
-	err = errors.Join(err, w.Close())
+	err = errors.Join(err, closeWriters(w))
 	clients.Transport.CloseIdleConnections()
 	if f.output == cli.JSON {
 		s := st.Summary
 		err = errors.Join(err, printJSON(d.stdout, produceResult{Topic: f.topic, Messages: s.Messages, Valid: s.Valid, Duplicates: s.Duplicates,
-			Malformed: s.Malformed, ElapsedMs: st.Elapsed.Milliseconds(), PerSecond: float64(s.Messages) / max(st.Elapsed.Seconds(), 1e-9)}))
+			Malformed: s.Malformed, Refunds: s.Refunds + s.RefundDuplicates, ElapsedMs: st.Elapsed.Milliseconds(), PerSecond: float64(s.Messages) / max(st.Elapsed.Seconds(), 1e-9)}))
 	} else {
 		fmt.Fprintf(d.stdout, "done: %s to %s\n", describe(st), f.topic)
 	}
@@ -130,6 +138,21 @@ func runProduce(ctx context.Context, args []string, d deps) error {
 
 func describe(st workload.ScheduleStats) string {
 	s := st.Summary
-	return fmt.Sprintf("%d messages (%d valid, %d duplicates, %d malformed) in %s: %.0f msg/s",
-		s.Messages, s.Valid, s.Duplicates, s.Malformed, st.Elapsed.Round(time.Millisecond), float64(s.Messages)/max(st.Elapsed.Seconds(), 1e-9))
+	refunds := ""
+	if n := s.Refunds + s.RefundDuplicates; n > 0 {
+		refunds = fmt.Sprintf(", %d refunds", n)
+	}
+	return fmt.Sprintf("%d messages (%d valid, %d duplicates, %d malformed%s) in %s: %.0f msg/s",
+		s.Messages, s.Valid, s.Duplicates, s.Malformed, refunds, st.Elapsed.Round(time.Millisecond), float64(s.Messages)/max(st.Elapsed.Seconds(), 1e-9))
+}
+
+// closeWriters flushes and closes the writers there are.
+func closeWriters(w workload.Writers) error {
+	var errs []error
+	for _, x := range []workload.MessageWriter{w.Payments, w.Refunds} {
+		if c, ok := x.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -38,7 +38,12 @@ func (r *run) check(ctx context.Context) error {
 			r.sum.DLQ[rec.Class]++
 		}
 	}
-	r.sum.Invariants, err = invariant.Check(ctx, r.traffic.Produced, invariant.State{
+	if _, err := r.checkRefunds(ctx, db, records); err != nil {
+		return err
+	}
+	produced := r.traffic.Produced
+	produced.Invalid += r.sum.Refunds.DeadLettered
+	r.sum.Invariants, err = invariant.Check(ctx, produced, invariant.State{
 		DB: db, Redis: r.st.Redis, Keys: r.keys, DLQ: records, RedisSettled: true,
 	})
 	if err != nil {

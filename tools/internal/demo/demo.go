@@ -39,7 +39,10 @@ type Options struct {
 	Duplicates float64
 	Malformed  float64
 	Conflicts  int
-	Seed       uint64
+	// Refunds is the share of the messages that are refunds (of every kind,
+	// some ahead of their payment, the others after it).
+	Refunds float64
+	Seed    uint64
 	// Rate paces production (events/s) and stamps occurred_at at send time, so
 	// the end-to-end latency is measured from produce to ledger commit; 0
 	// produces as fast as the broker takes it.
@@ -79,13 +82,14 @@ func (o Options) Validate() error {
 	check(!(o.Rate < 0), "--rate %v: not negative", o.Rate)
 	check(o.Shards >= 1 && o.Shards <= shard.Max, "--shards %d: 1..64", o.Shards)
 	check(o.Conflicts >= 0 && o.Conflicts <= o.Events/10, "--conflicts %d: 0..events/10", o.Conflicts)
+	check(o.Refunds >= 0 && o.Refunds <= 0.5, "--refunds %v: 0..0.5", o.Refunds)
 	return errors.Join(errs...)
 }
 
 func (o Options) workload() workload.Config {
 	return workload.Config{
 		Seed: o.Seed, Merchants: o.Merchants, Skew: workload.HotSkew(o.Hot), MinAmount: 1, MaxAmount: 10,
-		Duplicates: o.Duplicates, Malformed: o.Malformed, IDPrefix: fmt.Sprintf("demo%d-", o.Seed),
+		Duplicates: o.Duplicates, Malformed: o.Malformed, Refunds: o.Refunds, IDPrefix: fmt.Sprintf("demo%d-", o.Seed),
 		Start: time.Now().UTC(), Step: time.Microsecond,
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quotaflow/billing/internal/quotaevent"
-	"github.com/quotaflow/billing/internal/reconcile"
 	"github.com/quotaflow/billing/internal/testenv"
 )
 
@@ -32,26 +31,26 @@ func TestDemoSmall(t *testing.T) {
 	var out bytes.Buffer
 	sum, err := Run(ctx, Options{
 		MySQLDSN: db.DSN, RedisAddrs: []string{r.Addr}, Partitions: 3,
-		Merchants: 40, Events: 2000, Hot: 0.2, Duplicates: 0.03, Malformed: 0.02, Conflicts: 4, Seed: 5,
+		Merchants: 40, Events: 2000, Hot: 0.2, Duplicates: 0.03, Malformed: 0.02, Conflicts: 4, Refunds: 0.1, Seed: 5,
 		Out: &out,
 	})
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	hydrated := int64(1) // the corrupted missing key, and the merchant granted midway if no event came after
-	for _, f := range sum.Reconcile.Findings {
-		if f.Kind == reconcile.KindMissingKey && f.MerchantID == sum.MidwayGrant {
-			hydrated++
-		}
-	}
+	// The corrupted missing key, and the merchants granted midway or refunded with no event after.
+	hydrated := int64(1 + sum.RoutineMissing())
 	if sum.Restarts != 1 || sum.Reconcile.Repaired != 4 || sum.Reconcile.Hydrated != hydrated || sum.Reconcile.Drifted != 4 || len(sum.Recheck.Findings) != 0 || !sum.Invariants.OK() {
 		t.Fatalf("summary %+v", sum)
 	}
 	if ev := sum.Events; len(ev.Mismatch) != 0 || ev.ByType[quotaevent.Depleted] == 0 || ev.ByType[quotaevent.Recovered] == 0 || ev.ByType[quotaevent.Low] == 0 {
 		t.Errorf("balance events %+v: want low, depleted and recovered, each as the ledger implies", ev)
 	}
-	for _, want := range []string{"RESULT       OK", "throughput", "dead letters", "orphan_pending=1"} {
+	// Refunds ahead of their payment and after it, all applied as the reference says.
+	if rf := sum.Refunds; len(rf.Mismatch) != 0 || rf.Early == 0 || rf.IDs <= rf.Early || rf.States["applied"] == 0 || rf.Beyond == 0 {
+		t.Errorf("refunds %+v: want some ahead of their payment, some after, some beyond their debit, all as the reference says", rf)
+	}
+	for _, want := range []string{"RESULT       OK", "throughput", "dead letters", "orphan_pending=1", "ahead of their payment"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}

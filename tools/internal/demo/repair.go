@@ -77,6 +77,37 @@ func (r *run) loadedMerchants(ctx context.Context) ([]string, error) {
 // reconcile runs the reconciler twice: the first pass must find and repair
 // exactly the corruptions, the second must find nothing.
 func (r *run) reconcile(ctx context.Context) error {
+	return r.withReconciler(ctx, func(rc *reconcile.Reconciler) error {
+		first := rc.Run(ctx)
+		if err := first.Err(); err != nil {
+			return fmt.Errorf("demo: reconciler: %w", err)
+		}
+		second := rc.Run(ctx)
+		if err := second.Err(); err != nil {
+			return fmt.Errorf("demo: reconciler, second pass: %w", err)
+		}
+		r.sum.Reconcile, r.sum.Recheck = first, second
+		r.log.Debug("reconciled", zap.Int64("drifted", first.Drifted), zap.Int64("repaired", first.Repaired))
+		return nil
+	})
+}
+
+// hydrate loads the quota hashes refunds dropped (and no event loaded
+// since), with a reconciler pass, so that there are balances to corrupt.
+func (r *run) hydrate(ctx context.Context) error {
+	if len(r.traffic.Refunds) == 0 {
+		return nil
+	}
+	return r.withReconciler(ctx, func(rc *reconcile.Reconciler) error {
+		if err := rc.Run(ctx).Err(); err != nil {
+			return fmt.Errorf("demo: reconciler, hydrating: %w", err)
+		}
+		return nil
+	})
+}
+
+// withReconciler runs fn with a reconciler of the run's database and Redis.
+func (r *run) withReconciler(ctx context.Context, fn func(*reconcile.Reconciler) error) error {
 	db, err := sql.Open("mysql", r.st.DSN)
 	if err != nil {
 		return err
@@ -91,15 +122,5 @@ func (r *run) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	first := rc.Run(ctx)
-	if err := first.Err(); err != nil {
-		return fmt.Errorf("demo: reconciler: %w", err)
-	}
-	second := rc.Run(ctx)
-	if err := second.Err(); err != nil {
-		return fmt.Errorf("demo: reconciler, second pass: %w", err)
-	}
-	r.sum.Reconcile, r.sum.Recheck = first, second
-	r.log.Debug("reconciled", zap.Int64("drifted", first.Drifted), zap.Int64("repaired", first.Repaired))
-	return nil
+	return fn(rc)
 }

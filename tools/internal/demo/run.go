@@ -78,6 +78,9 @@ func (r *run) all(ctx context.Context) error {
 	if r.spans != nil {
 		printTrace(r.o.Out, r.spans.pick())
 	}
+	if err := r.hydrate(ctx); err != nil {
+		return err
+	}
 	if err := r.corrupt(ctx); err != nil {
 		return err
 	}
@@ -198,10 +201,18 @@ func (r *run) consume(ctx context.Context) error {
 	writer := workload.NewKafkaWriter(r.st.Brokers, r.st.Topic, r.st.Transport)
 	defer writer.Close()
 	start := time.Now()
+	ahead, later := splitRefunds(r.traffic.Refunds)
+	if err := r.produceRefunds(ctx, ahead); err != nil { // they wait for their payments
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.produce(gctx, writer) })
 	g.Go(func() error { return r.follow(gctx) })
+	g.Go(func() error { return r.produceAlong(gctx, later) })
 	if err := g.Wait(); err != nil {
+		return err
+	}
+	if err := scenario.WaitDrained(ctx, r.st.Client(), r.st.Group+".refunds", r.st.RefundsTopic, nil); err != nil {
 		return err
 	}
 	r.sum.ConsumeTime = time.Since(start)

@@ -36,6 +36,7 @@ type Summary struct {
 	Recheck    *reconcile.Report
 	Invariants *invariant.Report
 	Events     eventsSummary
+	Refunds    refundsSummary
 	// MidwayGrant is the merchant granted while the traffic ran ("" if none).
 	MidwayGrant string
 }
@@ -54,6 +55,9 @@ func (s *Summary) failure() error {
 	if s.Invariants == nil || !s.Invariants.OK() {
 		errs = append(errs, errors.New("invariants broken"))
 	}
+	if len(s.Refunds.Mismatch) > 0 {
+		errs = append(errs, errors.New("refunds differ from the reference"))
+	}
 	if len(s.Events.Mismatch) > 0 || s.Events.ByType == nil {
 		errs = append(errs, errors.New("balance events differ from the ledger's"))
 	}
@@ -67,12 +71,10 @@ func (s *Summary) failure() error {
 				errs = append(errs, fmt.Errorf("reconciler missed %s on %s", c.kind, c.merchant))
 			}
 		}
-		// A grant drops the quota hash: the merchant granted midway may have had
-		// no event since, a routine missing_key the reconciler hydrates.
-		routine := 0
-		if found[s.MidwayGrant+" "+string(reconcile.KindMissingKey)] && !slices.Contains(s.Corrupted, corruption{s.MidwayGrant, reconcile.KindMissingKey}) {
-			routine = 1
-		}
+		// A grant or a refund drops the quota hash: a merchant granted midway
+		// or refunded may have had no event since, a routine missing_key the
+		// reconciler hydrates.
+		routine := s.RoutineMissing()
 		if len(s.Reconcile.Findings)-routine != len(s.Corrupted) {
 			errs = append(errs, fmt.Errorf("reconciler reported %d findings for %d corruptions", len(s.Reconcile.Findings), len(s.Corrupted)))
 		}
@@ -84,13 +86,25 @@ func (s *Summary) failure() error {
 	if s.Recheck != nil && (s.Recheck.Status != reconcile.StatusClean || len(s.Recheck.Findings) > 0) {
 		errs = append(errs, fmt.Errorf("second reconciler pass not clean (status %s, %d findings)", s.Recheck.Status, len(s.Recheck.Findings)))
 	}
-	want := map[dlq.Class]int{dlq.ClassInvalid: s.Traffic.Malformed, dlq.ClassConflict: s.Traffic.Conflicts}
+	want := map[dlq.Class]int{dlq.ClassInvalid: s.Traffic.Malformed, dlq.ClassConflict: s.Traffic.Conflicts + s.Refunds.DeadLettered}
 	for c, n := range want {
 		if s.DLQ[c] != n {
 			errs = append(errs, fmt.Errorf("DLQ holds %d %s records, want %d", s.DLQ[c], c, n))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RoutineMissing counts the reconciler's missing keys of merchants whose
+// hash no corruption removed: dropped by a grant or a refund, hydrated.
+func (s *Summary) RoutineMissing() int {
+	n := 0
+	for _, f := range s.Reconcile.Findings {
+		if f.Kind == reconcile.KindMissingKey && !slices.Contains(s.Corrupted, corruption{f.MerchantID, reconcile.KindMissingKey}) {
+			n++
+		}
+	}
+	return n
 }
 
 // Write prints the summary for a person.
@@ -132,6 +146,9 @@ func (s *Summary) Write(w io.Writer) {
 	}
 	if s.Events.ByType != nil {
 		s.Events.write(w)
+	}
+	if s.Refunds.IDs > 0 {
+		s.Refunds.write(w)
 	}
 	if s.Invariants != nil {
 		fmt.Fprintf(w, "final check  Redis == MySQL for every loaded merchant, one ledger row per valid event, every poison message in the DLQ once by provenance:\n%s", s.Invariants)

@@ -78,7 +78,7 @@ func (r *run) idle(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	t.set(r.fill.debited + p.Summary.Amount)
+	t.set(r.fill.debited+p.Summary.Amount, 0)
 	if _, err := waitLedger(ctx, st.db, &t, r.workers, o.Stall, o.Log); err != nil {
 		return err
 	}

@@ -49,7 +49,10 @@ type Options struct {
 	Hot       float64 // share of the events of merchant m-000000; 0: uniform
 	Shards    int     // quota shards of m-000000 (default 1: not sharded)
 	Events    int     // default 200,000
-	Seed      uint64
+	// Refunds is the share of the events that are refunds of the run's
+	// payments (workload.DefaultRefundMix), on the refunds topic; preload only.
+	Refunds float64
+	Seed    uint64
 	// LedgerRows pre-fills quota_ledger with this many debit rows (and
 	// merchant_balance to match) before the run: the growth figure.
 	LedgerRows int
@@ -128,6 +131,7 @@ func (o Options) Validate() error {
 	check(o.Events >= 1 && o.LedgerRows >= 0 && o.BaselineEvents >= 0,
 		"events %d, ledger rows %d, baseline events %d: events positive, the others not negative", o.Events, o.LedgerRows, o.BaselineEvents)
 	check(!(o.Rate < 0 || o.Rate > 1e6), "rate %v: 0 (preload) or up to 1000000/s", o.Rate)
+	check(o.Refunds >= 0 && o.Refunds <= 0.5 && (o.Refunds == 0 || o.Rate == 0), "refunds %v: 0..0.5, preloaded (no rate)", o.Refunds)
 	check(o.Idle >= 0 && (o.Idle == 0 || o.Rate == 0), "idle %v: not negative, and only without a rate", o.Idle)
 	check(o.Warmup >= 0 && o.SampleEvery >= 0 && o.Stall >= 0 && o.Timeout >= 0,
 		"warmup, sample interval, stall and timeout must not be negative")
@@ -145,7 +149,7 @@ type Result struct {
 	Host      Host      `json:"host"`
 
 	Events   int     `json:"events"`
-	Rows     int64   `json:"ledger_rows_written"` // by the run: one per event
+	Rows     int64   `json:"ledger_rows_written"` // by the run: one per payment (refund rows aside)
 	FillS    float64 `json:"ledger_prefill_s,omitempty"`
 	PreloadS float64 `json:"preload_s,omitempty"`
 
@@ -191,6 +195,7 @@ type Setup struct {
 	Partitions   int      `json:"partitions"`
 	Merchants    int      `json:"merchants"`
 	Hot          float64  `json:"hot_share"`
+	Refunds      float64  `json:"refund_share,omitempty"`
 	Shards       int      `json:"hot_shards"`
 	Seed         uint64   `json:"seed"`
 	Workers      int      `json:"workers"`

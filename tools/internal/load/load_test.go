@@ -85,6 +85,31 @@ func TestRun(t *testing.T) {
 		checkRemoved(t, db, rdb, res.Setup)
 	})
 
+	// A tenth of the events refunds: the run ends when every payment is
+	// debited and every refund recorded, and counts one debit per payment.
+	t.Run("refunds", func(t *testing.T) {
+		o := opts()
+		o.Refunds = 0.1
+		res, err := Run(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		msgs, err := workload.Generate(workload.Config{Seed: o.Seed, Merchants: o.Merchants, Skew: workload.HotSkew(o.Hot), Refunds: o.Refunds}, o.Events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if m.Topic == workload.Payments {
+				want++
+			}
+		}
+		if res.Rows != int64(want) || want >= 2000 || res.Setup.Refunds != 0.1 || res.EventsPerSec <= 0 {
+			t.Fatalf("rows %d, want %d (one per payment of 2000 events), setup %+v", res.Rows, want, res.Setup)
+		}
+		checkRemoved(t, db, rdb, res.Setup)
+	})
+
 	t.Run("paced", func(t *testing.T) {
 		o := opts()
 		o.Rate, o.Warmup = 2000, 200*time.Millisecond

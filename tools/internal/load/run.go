@@ -49,13 +49,16 @@ type run struct {
 	idPfx   string
 	fill    filled
 	workers []*workerProc
+	// payments is how many of the events are new payments (the rest are
+	// duplicates or refunds): one debit row each.
+	payments int
 }
 
 func (r *run) all(ctx context.Context) error {
 	o, st := r.o, r.st
 	r.res.Setup = Setup{
 		Database: st.DBName, KeyPrefix: st.Prefix, Topic: st.Topic, Brokers: st.Brokers, Embedded: st.Cluster != nil,
-		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Shards: o.Shards, Seed: o.Seed, Workers: o.Workers,
+		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Refunds: o.Refunds, Shards: o.Shards, Seed: o.Seed, Workers: o.Workers,
 		WorkerBinary: o.WorkerBinary, WorkerEnv: o.WorkerEnv, LedgerRows: o.LedgerRows, OrderedIDs: o.OrderedIDs, Rate: o.Rate,
 		IdleS: o.Idle.Seconds(),
 	}
@@ -111,7 +114,8 @@ func (r *run) preload(ctx context.Context, t *target) error {
 	if err != nil {
 		return err
 	}
-	t.set(r.fill.debited + st.Summary.Amount)
+	t.set(r.fill.debited+st.Summary.Amount, st.Summary.Refunds)
+	r.payments = st.Summary.Valid
 	r.res.PreloadS = time.Since(start).Seconds()
 	return nil
 }
@@ -129,7 +133,7 @@ type produced struct {
 // produce writes the run's events, from start on (unpaced: all at once), and
 // returns once the broker acknowledged every one.
 func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produced, error) {
-	cfg := workload.Config{Seed: r.o.Seed, Merchants: r.o.Merchants, Skew: workload.HotSkew(r.o.Hot), IDPrefix: r.idPfx, Start: start}
+	cfg := workload.Config{Seed: r.o.Seed, Merchants: r.o.Merchants, Skew: workload.HotSkew(r.o.Hot), IDPrefix: r.idPfx, Start: start, Refunds: r.o.Refunds}
 	if !unpaced {
 		cfg.Step = time.Duration(float64(time.Second) / r.o.Rate)
 	}
@@ -144,9 +148,7 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 	var mu sync.Mutex
 	var acked int
 	var ackErr error
-	w := workload.NewKafkaWriter(r.st.Brokers, r.st.Topic, r.st.Transport)
-	w.Async = true // the schedule never waits for a batch; Close waits for the last completion
-	w.Completion = func(msgs []kafka.Message, err error) {
+	completion := func(msgs []kafka.Message, err error) {
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
@@ -161,8 +163,13 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 			}
 		}
 	}
-	p.ScheduleStats, err = workload.ProduceOnSchedule(ctx, w, g, r.o.Events, unpaced, nil)
-	err = errors.Join(err, w.Close()) // flushes, and waits for the last completion
+	// Asynchronous: the schedule never waits for a batch; Close waits for the last completion.
+	w := workload.NewKafkaWriter(r.st.Brokers, r.st.Topic, r.st.Transport)
+	w.Async, w.Completion = true, completion
+	rw := workload.NewKafkaWriter(r.st.Brokers, r.st.RefundsTopic, r.st.Transport)
+	rw.Async, rw.Completion = true, completion
+	p.ScheduleStats, err = workload.ProduceOnSchedule(ctx, workload.Writers{Payments: w, Refunds: rw}, g, r.o.Events, unpaced, nil)
+	err = errors.Join(err, w.Close(), rw.Close()) // flush, and wait for the last completions
 	mu.Lock()
 	defer mu.Unlock()
 	if err == nil && (ackErr != nil || acked != r.o.Events) {
@@ -220,7 +227,8 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 		g.Go(func() error {
 			var err error
 			if paced, err = r.produce(gctx, schedStart, false); err == nil {
-				t.set(r.fill.debited + paced.Summary.Amount)
+				t.set(r.fill.debited+paced.Summary.Amount, 0)
+				r.payments = paced.Summary.Valid
 			}
 			return err
 		})
@@ -258,8 +266,8 @@ func (r *run) check(ctx context.Context, start, end, schedStart time.Time, paced
 		return err
 	}
 	r.res.Rows = rows
-	if rows != int64(o.Events) || rejected != 0 {
-		return fmt.Errorf("load: %d ledger rows (%d rejected) for %d events: want one debit per event", rows, rejected, o.Events)
+	if rows != int64(r.payments) || rejected != 0 {
+		return fmt.Errorf("load: %d ledger rows (%d rejected) for %d payments: want one debit per payment", rows, rejected, r.payments)
 	}
 	r.res.FirstRowS = first.Sub(start).Seconds()
 	if span := last.Sub(first).Seconds(); span > 0 {

@@ -18,32 +18,40 @@ import (
 // MariaDB's CPU per poll.
 const pollEvery = 20 * time.Millisecond
 
-// target is the debited total that means every event is in, once known
-// (a paced run knows it when its producer is done).
-type target struct{ atomic.Pointer[int64] }
+// target is the debited total and the count of refunds that mean every
+// event is in, once known (a paced run knows it when its producer is done).
+type target struct{ atomic.Pointer[goal] }
 
-func (t *target) set(v int64) { t.Store(&v) }
+type goal struct {
+	debited int64
+	refunds int
+}
 
-// waitLedger polls until merchant_balance's debited total reaches the target:
-// every event has its ledger row (nothing is rejected, the quota is ample,
-// and a row and its debit commit together). It fails when a worker exits,
+func (t *target) set(debited int64, refunds int) { t.Store(&goal{debited, refunds}) }
+
+// waitLedger polls until merchant_balance's debited total reaches the target
+// and quota_refunds holds every refund (applied, or waiting for a payment
+// the run never sent): every event has its ledger row (nothing is
+// rejected, the quota is ample, and a row and its debit commit together). It fails when a worker exits,
 // when the total has not moved for stall while events are outstanding, or
 // when ctx ends, naming what it waited for.
 func waitLedger(ctx context.Context, db *sql.DB, t *target, workers []*workerProc, stall time.Duration, log *zap.Logger) (time.Time, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	var last int64 = -1
+	lastRefunds := -1
 	moved, reported := time.Now(), time.Now()
 	for {
 		var debited int64
-		err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(debited), 0) FROM merchant_balance").Scan(&debited)
+		var refunds int
+		err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(debited), 0), (SELECT COUNT(*) FROM quota_refunds) FROM merchant_balance").Scan(&debited, &refunds)
 		now := time.Now()
 		if err == nil {
-			if v := t.Load(); v != nil && debited >= *v {
+			if v := t.Load(); v != nil && debited >= v.debited && refunds >= v.refunds {
 				return now, nil
 			}
-			if debited != last {
-				last, moved = debited, now
+			if debited != last || refunds != lastRefunds {
+				last, lastRefunds, moved = debited, refunds, now
 			}
 		}
 		for _, w := range workers {
@@ -51,7 +59,7 @@ func waitLedger(ctx context.Context, db *sql.DB, t *target, workers []*workerPro
 				return now, err
 			}
 		}
-		waiting := fmt.Sprintf("the ledger: debited %d of %s (%v)", last, targetText(t), err)
+		waiting := fmt.Sprintf("the ledger: debited %d and %d refunds of %s (%v)", last, lastRefunds, targetText(t), err)
 		if now.Sub(moved) > stall {
 			return now, fmt.Errorf("load: no ledger progress for %v waiting for %s", stall, waiting)
 		}
@@ -69,7 +77,7 @@ func waitLedger(ctx context.Context, db *sql.DB, t *target, workers []*workerPro
 
 func targetText(t *target) string {
 	if v := t.Load(); v != nil {
-		return fmt.Sprint(*v)
+		return fmt.Sprintf("%d (and %d refunds)", v.debited, v.refunds)
 	}
 	return "a total not known yet (still producing)"
 }
@@ -118,11 +126,11 @@ func waitGroup(ctx context.Context, c *kafka.Client, group, topic string, n int,
 	}
 }
 
-// runRows counts the ledger rows the workers wrote (ids after the fill's)
-// and when the first and the last began their commit.
+// runRows counts the payments' ledger rows the workers wrote (ids after the
+// fill's; refund rows aside) and when the first and the last began their commit.
 func runRows(ctx context.Context, db *sql.DB, after int64) (rows, rejected int64, first, last time.Time, err error) {
 	var f, l sql.NullTime
-	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(kind = 'rejected'), 0), MIN(created_at), MAX(created_at) FROM quota_ledger WHERE id > ?", after).
+	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(kind = 'rejected'), 0), MIN(created_at), MAX(created_at) FROM quota_ledger WHERE id > ? AND kind IN ('debit', 'rejected')", after).
 		Scan(&rows, &rejected, &f, &l)
 	if err != nil {
 		return 0, 0, first, last, fmt.Errorf("load: count the run's ledger rows: %w", err)

@@ -12,14 +12,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotaflow/billing/internal/consumer"
-	"github.com/quotaflow/billing/internal/event"
 )
 
-// grantsConsumer consumes the grants topic once it exists. Joined while the
-// topic is missing, kafka-go's group leader ends each generation at once (its
-// partition watcher cannot read the topic) and the member rejoins in a loop.
-type grantsConsumer struct {
-	*consumer.Consumer[event.GrantCommand]
+// waitingConsumer consumes a topic of its own group (grants, refunds) once
+// it exists. Joined while the topic is missing, kafka-go's group leader ends
+// each generation at once (its partition watcher cannot read the topic) and
+// the member rejoins in a loop.
+type waitingConsumer[T any] struct {
+	*consumer.Consumer[T]
+	what    string // what the topic carries, for the log
 	topic   string
 	client  *kafka.Client
 	log     *zap.Logger
@@ -29,7 +30,7 @@ type grantsConsumer struct {
 var errTopicMissing = errors.New("no such topic")
 
 // Run waits for the topic, polling with backoff, then consumes until ctx ends.
-func (g *grantsConsumer) Run(ctx context.Context) error {
+func (g *waitingConsumer[T]) Run(ctx context.Context) error {
 	g.waiting.Store(true)
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(time.Second),
 		backoff.WithMaxInterval(30*time.Second), backoff.WithMaxElapsedTime(0))
@@ -37,7 +38,7 @@ func (g *grantsConsumer) Run(ctx context.Context) error {
 	err := backoff.Retry(func() error {
 		err := g.exists(ctx)
 		if err != nil && !logged && ctx.Err() == nil {
-			g.log.Info("grants topic not readable yet; consuming it once it is", zap.String("topic", g.topic), zap.Error(err))
+			g.log.Info(g.what+" topic not readable yet; consuming it once it is", zap.String("topic", g.topic), zap.Error(err))
 			logged = true
 		}
 		return err
@@ -49,7 +50,7 @@ func (g *grantsConsumer) Run(ctx context.Context) error {
 	return g.Consumer.Run(ctx)
 }
 
-func (g *grantsConsumer) exists(ctx context.Context) error {
+func (g *waitingConsumer[T]) exists(ctx context.Context) error {
 	meta, err := g.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{g.topic}})
 	if err != nil {
 		return err
@@ -67,7 +68,7 @@ func (g *grantsConsumer) exists(ctx context.Context) error {
 
 // Ready is the consumer's readiness, or nil while the topic is missing:
 // payments need nothing of it.
-func (g *grantsConsumer) Ready(ctx context.Context) error {
+func (g *waitingConsumer[T]) Ready(ctx context.Context) error {
 	if g.waiting.Load() {
 		return nil
 	}
