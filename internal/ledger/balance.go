@@ -11,15 +11,9 @@ import (
 func TakenTotals(rows []Row) (map[string]int64, []string) {
 	totals := make(map[string]int64)
 	for _, r := range rows {
-		switch r.Kind {
-		case KindDebit, KindExpire:
-			totals[r.MerchantID] += r.Amount
-		case KindCredit, KindBilled, KindRefund:
-			totals[r.MerchantID] -= r.Amount
-		default:
-			if _, seen := totals[r.MerchantID]; seen {
-				continue
-			}
+		if sign, _ := r.Kind.Movement(); sign != 0 {
+			totals[r.MerchantID] -= sign * r.Amount
+		} else if _, seen := totals[r.MerchantID]; !seen {
 			totals[r.MerchantID] = 0
 		}
 	}

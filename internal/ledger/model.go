@@ -21,6 +21,23 @@ const (
 	KindBilled   Kind = "billed"   // billed overage taken off the balance by a grant or refund: back to zero; adds to credited
 )
 
+// Movement is what a row of kind k does to its merchant's balance: 1 adds
+// its amount, -1 takes it, 0 moves nothing; false for a kind it does not
+// know, which a statement refuses. A new kind is one line here.
+func (k Kind) Movement() (int64, bool) {
+	switch k {
+	case KindCredit, KindBilled, KindRefund:
+		return 1, true
+	case KindDebit, KindExpire:
+		return -1, true
+	case KindRejected:
+		return 0, true
+	}
+	return 0, false
+}
+
+func (k Kind) known() bool { _, ok := k.Movement(); return ok }
+
 // Reasons written on ledger rows.
 const (
 	ReasonPayment         = "payment"
@@ -81,7 +98,7 @@ func (r Row) Check() error {
 		return fmt.Errorf("event_id must be 1..%d characters", maxIDChars)
 	case r.MerchantID == "" || utf8.RuneCountInString(r.MerchantID) > maxIDChars:
 		return fmt.Errorf("merchant_id must be 1..%d characters", maxIDChars)
-	case r.Kind != KindCredit && r.Kind != KindDebit && r.Kind != KindRejected && r.Kind != KindExpire && r.Kind != KindBilled && r.Kind != KindRefund:
+	case !r.Kind.known():
 		return fmt.Errorf("kind %q is not credit, debit, rejected, expire, billed or refund", r.Kind)
 	case r.Amount <= 0:
 		return fmt.Errorf("amount %d must be positive", r.Amount)

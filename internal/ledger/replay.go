@@ -193,10 +193,10 @@ func BatchEvents(rows []Row, bals []Balance, def quotaevent.Alerts, perPayment b
 	levels := make(map[string]quotaevent.Levels, len(bals))
 	var credited, debited = make(map[string]int64), make(map[string]int64)
 	for _, r := range rows {
-		switch r.Kind {
-		case KindCredit, KindBilled, KindRefund:
+		switch sign, _ := r.Kind.Movement(); sign {
+		case 1:
 			credited[r.MerchantID] += r.Amount
-		case KindDebit, KindExpire:
+		case -1:
 			debited[r.MerchantID] += r.Amount
 		}
 	}

@@ -6,21 +6,6 @@ import (
 	"time"
 )
 
-// Movement is what a row of kind k does to its merchant's balance: 1 adds
-// its amount, -1 takes it, 0 moves nothing; false for a kind it does not
-// know, which a statement refuses. A new kind is one line here.
-func (k Kind) Movement() (int64, bool) {
-	switch k {
-	case KindCredit, KindBilled:
-		return 1, true
-	case KindDebit, KindExpire:
-		return -1, true
-	case KindRejected:
-		return 0, true
-	}
-	return 0, false
-}
-
 // Period is a statement's period (From, To]. A row belongs to it by the time
 // it was recorded (created_at), or by a later one of a row before it in its
 // merchant's ledger order: created_at is taken before the transaction that
