@@ -160,25 +160,3 @@ func (d *Deductor) SetPolicy(ctx context.Context, merchantID string, p ledger.Po
 		return nil
 	})
 }
-
-// tagsOf lists the lock tags of every shard of the merchants, in both
-// layouts while a resharding folds.
-func (d *Deductor) tagsOf(ctx context.Context, merchants []string) ([]string, error) {
-	layouts, err := d.shards.Layouts(ctx, merchants)
-	if err != nil {
-		return nil, err
-	}
-	var tags []string
-	for _, m := range merchants {
-		tags = append(tags, layouts[m].Tags(m)...)
-	}
-	return tags, nil
-}
-
-// lockCause makes err say ErrLockLost when ctx ended because a lock was lost.
-func lockCause(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrLockLost) && !errors.Is(err, ErrLockLost) {
-		return fmt.Errorf("%w (%w)", cause, err)
-	}
-	return err
-}
