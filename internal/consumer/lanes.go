@@ -117,10 +117,10 @@ func (g *generation[T]) gather(l *lane[T], timer *time.Timer) gathered {
 			case e := <-l.in:
 				l.add(e, budget)
 			default:
-				return g.gathered()
+				return g.ended()
 			}
 		}
-		return g.gathered()
+		return g.ended()
 	}
 	timer.Reset(d)
 	defer timer.Stop()
@@ -142,15 +142,16 @@ func (g *generation[T]) gather(l *lane[T], timer *time.Timer) gathered {
 			clear(l.batch)
 			return joined
 		case <-timer.C:
-			return g.gathered()
+			return g.ended()
 		case <-g.stop.Done():
 			return stopped
 		}
 	}
-	return g.gathered()
+	return g.ended()
 }
 
-func (g *generation[T]) gathered() gathered {
+// ended is how a gathering that did not join another batch ended.
+func (g *generation[T]) ended() gathered {
 	if g.stop.Err() != nil {
 		return stopped
 	}
@@ -208,9 +209,7 @@ func hold(oldest, now time.Time, budget, handling, gap time.Duration) time.Durat
 // that an idle spell is forgotten after a few dozen messages of a burst).
 func (l *lane[T]) add(e envelope[T], budget time.Duration) {
 	l.batch = append(l.batch, e)
-	if !l.last.IsZero() {
-		l.gap += (min(e.fetched.Sub(l.last), 10*budget) - l.gap) / 8
-	}
+	l.gap += (min(e.fetched.Sub(l.last), 10*budget) - l.gap) / 8
 	l.last = e.fetched
 }
 

@@ -84,8 +84,8 @@ func TestHold(t *testing.T) {
 // one, an idle spell counting as ten budgets at most.
 func TestGapEstimate(t *testing.T) {
 	ms := time.Millisecond
-	l := &lane[event]{}
-	t0 := time.Now()
+	l := newLane[event](0, Config{BatchSize: 64})
+	t0 := l.last
 	l.add(envelope[event]{fetched: t0}, 50*ms)
 	l.add(envelope[event]{fetched: t0.Add(time.Hour)}, 50*ms)
 	if l.gap != 500*ms/8 || len(l.batch) != 2 {
@@ -105,7 +105,7 @@ func TestGapEstimate(t *testing.T) {
 // a time past the budget counting as the budget.
 func TestHandlingEstimate(t *testing.T) {
 	ms := time.Millisecond
-	l := &lane[event]{}
+	l := newLane[event](0, Config{BatchSize: 1})
 	l.handled(80*ms, 50*ms)
 	if l.handling != 50*ms/8 {
 		t.Fatalf("after a long batch: %v, want %v", l.handling, 50*ms/8)
