@@ -1,11 +1,14 @@
 package consumer
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/quotaflow/billing/internal/failure"
 )
 
 // envelope is a message on its way through a lane.
@@ -37,9 +40,10 @@ type lane[T any] struct {
 	batch []envelope[T]
 	items []Item[T]
 	bo    *backoff.ExponentialBackOff
-	// join takes another lane's invitation while this one holds a batch:
-	// see collect.
+	// join takes another lane's invitation while this one holds a batch,
+	// back the joint call's outcome for the batch once it joined: see collect.
 	join chan *joint[T]
+	back chan *outcome
 	// handling is a moving average of the lane's recent batches' time from
 	// the end of gathering to settled: the part of the budget not to hold.
 	handling time.Duration
@@ -53,15 +57,21 @@ type lane[T any] struct {
 func newLane[T any](id int, cfg Config) *lane[T] {
 	return &lane[T]{id: id, key: "lane/" + strconv.Itoa(id), in: make(chan envelope[T], cfg.BatchSize),
 		batch: make([]envelope[T], 0, cfg.BatchSize), items: make([]Item[T], 0, cfg.BatchSize), bo: newBackoff(cfg),
-		join: make(chan *joint[T]), last: time.Now()} // the first message's gap counts from here
+		join: make(chan *joint[T]), back: make(chan *outcome, 1), last: time.Now()} // the first message's gap counts from here
 }
 
-// joint is one lane's batch that others' held batches joined: they wait
-// for it to be settled before taking their next, so each lane's order holds.
+// joint is one lane's invitation to another's held batch to join its own
+// for the first handler call.
 type joint[T any] struct {
 	room int                // messages the batch still takes
 	give chan []envelope[T] // a joining lane's batch; nil: it does not fit
-	done chan struct{}      // closed once the batch is settled
+}
+
+// share is a joined lane's part of a joint batch: its n messages, after
+// the collecting lane's own and those of the lanes that joined before.
+type share[T any] struct {
+	l *lane[T]
+	n int
 }
 
 // gathered is how gathering a batch ended.
@@ -69,7 +79,7 @@ type gathered int
 
 const (
 	own     gathered = iota // the lane settles its batch
-	joined                  // another lane's batch took it, and is settled
+	joined                  // another lane's batch took it: its outcome comes on back
 	stopped                 // the generation stopped
 )
 
@@ -93,13 +103,18 @@ func (g *generation[T]) runLane(l *lane[T]) {
 		case stopped:
 			return
 		case joined:
-			continue
+			// No wait on stop: the collecting lane sends the outcome as soon
+			// as its call returns, and only this lane marks its messages done.
+			g.settle(l, <-l.back)
+		case own:
+			began := time.Now()
+			if shares := g.collect(l); len(shares) > 0 {
+				g.settleJoint(l, shares)
+			} else {
+				g.settle(l, nil)
+			}
+			l.handled(time.Since(began), g.c.cfg.LatencyBudget)
 		}
-		done := g.collect(l)
-		began := time.Now()
-		g.settle(l)
-		l.handled(time.Since(began), g.c.cfg.LatencyBudget)
-		done()
 		clear(l.batch) // let the messages go
 	}
 }
@@ -117,10 +132,10 @@ func (g *generation[T]) gather(l *lane[T], timer *time.Timer) gathered {
 			case e := <-l.in:
 				l.add(e, budget)
 			default:
-				return g.gathered()
+				return g.ended()
 			}
 		}
-		return g.gathered()
+		return g.ended()
 	}
 	timer.Reset(d)
 	defer timer.Stop()
@@ -129,28 +144,23 @@ func (g *generation[T]) gather(l *lane[T], timer *time.Timer) gathered {
 		case e := <-l.in:
 			l.add(e, budget)
 		case j := <-l.join:
-			if len(l.batch) > j.room {
+			if len(l.batch) > j.room || !decoded(l.batch) {
 				j.give <- nil
 				continue
 			}
 			j.give <- l.batch
-			select {
-			case <-j.done:
-			case <-g.stop.Done():
-				return stopped
-			}
-			clear(l.batch)
 			return joined
 		case <-timer.C:
-			return g.gathered()
+			return g.ended()
 		case <-g.stop.Done():
 			return stopped
 		}
 	}
-	return g.gathered()
+	return g.ended()
 }
 
-func (g *generation[T]) gathered() gathered {
+// ended is how a gathering that did not join another batch ended.
+func (g *generation[T]) ended() gathered {
 	if g.stop.Err() != nil {
 		return stopped
 	}
@@ -158,30 +168,75 @@ func (g *generation[T]) gathered() gathered {
 }
 
 // collect adds to a batch that is not full the batches other lanes hold, as
-// long as each fits: at a low rate the lanes' batches go as one, paying the
-// handler's round trips once. The returned func, called once the batch is
-// settled, lets the joined lanes go on.
-func (g *generation[T]) collect(l *lane[T]) (settled func()) {
+// long as each fits, and returns the lanes that joined: at a low rate the
+// lanes' batches go to the handler as one, paying its round trips once (see
+// settleJoint). Only batches whose messages all decoded go jointly: a lane
+// dead-letters its own.
+func (g *generation[T]) collect(l *lane[T]) []share[T] {
 	size := g.c.cfg.BatchSize
+	if len(l.batch) >= size || !decoded(l.batch) {
+		return nil
+	}
+	var shares []share[T]
 	var j *joint[T]
 	for _, o := range g.lanes {
 		if o == l || len(l.batch) >= size {
 			continue
 		}
 		if j == nil {
-			j = &joint[T]{give: make(chan []envelope[T], 1), done: make(chan struct{})}
+			j = &joint[T]{give: make(chan []envelope[T], 1)}
 		}
 		j.room = size - len(l.batch)
 		select {
 		case o.join <- j: // o is holding a batch: it answers at once
-			l.batch = append(l.batch, <-j.give...)
+			if b := <-j.give; b != nil {
+				l.batch = append(l.batch, b...)
+				shares = append(shares, share[T]{o, len(b)})
+			}
 		default:
 		}
 	}
-	if j == nil {
-		return func() {}
+	return shares
+}
+
+// settleJoint makes the joint batch's first handler call, sends each joined
+// lane the outcome for its messages and settles the lane's own. Only that
+// call is shared: each lane retries its own failures, with its own backoff
+// and attempt counts, so one's failures never hold another, and a lane
+// whose messages all succeeded goes on at once, its order kept.
+func (g *generation[T]) settleJoint(l *lane[T], shares []share[T]) {
+	ctx, span := g.startBatch(l)
+	g.c.m.batchSize.Observe(float64(len(l.batch)))
+	errs, err := g.call(ctx, l, l.batch)
+	span.End()
+	part := func(at, n int) *outcome {
+		switch {
+		case err != nil && !failure.IsOutage(err):
+			return nil // any lane's message may have caused it: each calls again with its own
+		case err != nil:
+			return &outcome{err: err}
+		case len(errs) == 0:
+			return &outcome{}
+		}
+		return &outcome{errs: errs[at : at+n]}
 	}
-	return func() { close(j.done) }
+	n := len(l.batch)
+	for _, s := range shares {
+		n -= s.n
+	}
+	at := n
+	for _, s := range shares {
+		s.l.back <- part(at, s.n)
+		at += s.n
+	}
+	clear(l.batch[n:]) // the joined lanes' copies
+	l.batch = l.batch[:n]
+	g.settle(l, part(0, n))
+}
+
+// decoded reports whether every message of batch decoded.
+func decoded[T any](batch []envelope[T]) bool {
+	return !slices.ContainsFunc(batch, func(e envelope[T]) bool { return e.err != nil })
 }
 
 // hold is how much longer a batch that is not full waits for more messages:
@@ -208,9 +263,7 @@ func hold(oldest, now time.Time, budget, handling, gap time.Duration) time.Durat
 // that an idle spell is forgotten after a few dozen messages of a burst).
 func (l *lane[T]) add(e envelope[T], budget time.Duration) {
 	l.batch = append(l.batch, e)
-	if !l.last.IsZero() {
-		l.gap += (min(e.fetched.Sub(l.last), 10*budget) - l.gap) / 8
-	}
+	l.gap += (min(e.fetched.Sub(l.last), 10*budget) - l.gap) / 8
 	l.last = e.fetched
 }
 

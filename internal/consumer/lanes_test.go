@@ -2,10 +2,19 @@ package consumer
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/quotaflow/billing/internal/dlq"
+	"github.com/quotaflow/billing/internal/testenv"
 )
 
 // A lane holds a batch that is not full for its latency budget: two
@@ -84,8 +93,8 @@ func TestHold(t *testing.T) {
 // one, an idle spell counting as ten budgets at most.
 func TestGapEstimate(t *testing.T) {
 	ms := time.Millisecond
-	l := &lane[event]{}
-	t0 := time.Now()
+	l := newLane[event](0, Config{BatchSize: 64})
+	t0 := l.last
 	l.add(envelope[event]{fetched: t0}, 50*ms)
 	l.add(envelope[event]{fetched: t0.Add(time.Hour)}, 50*ms)
 	if l.gap != 500*ms/8 || len(l.batch) != 2 {
@@ -105,7 +114,7 @@ func TestGapEstimate(t *testing.T) {
 // a time past the budget counting as the budget.
 func TestHandlingEstimate(t *testing.T) {
 	ms := time.Millisecond
-	l := &lane[event]{}
+	l := newLane[event](0, Config{BatchSize: 1})
 	l.handled(80*ms, 50*ms)
 	if l.handling != 50*ms/8 {
 		t.Fatalf("after a long batch: %v, want %v", l.handling, 50*ms/8)
@@ -141,9 +150,10 @@ func TestRouteSpreadsShardsOverLanes(t *testing.T) {
 	}
 }
 
-// A lane holding a batch joins another lane's batch when it fits, and waits
-// for that batch to be settled before it goes on (its order); one that does
-// not fit keeps holding its own.
+// A lane holding a batch joins another lane's batch when it fits, then
+// waits for the outcome of the joint call (runLane); one that does not fit,
+// or holds an undecodable message (its dead-letter write is its own), keeps
+// holding its own.
 func TestHeldBatchJoinsAnother(t *testing.T) {
 	cfg := Config{BatchSize: 4, LatencyBudget: time.Hour}
 	cfg.setDefaults()
@@ -166,48 +176,209 @@ func TestHeldBatchJoinsAnother(t *testing.T) {
 		return res
 	}
 	// collect until b answered: it may not be waiting in its select yet.
-	collect := func(want int) func() {
+	collect := func(want int) []share[event] {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			settled := g.collect(a)
+			shares := g.collect(a)
 			if len(a.batch) == want || time.Now().After(deadline) {
-				return settled
+				return shares
 			}
-			settled()
 			time.Sleep(time.Millisecond)
 		}
 	}
 
 	res := hold(b, env("b", 0), env("b", 1))
 	a.batch = append(a.batch[:0], env("a", 0), env("a", 1))
-	settled := collect(4)
+	shares := collect(4)
 	if got := keys(a.batch); got != "a0 a1 b0 b1" {
 		t.Fatalf("batch %s, want a0 a1 b0 b1", got)
 	}
-	select {
-	case r := <-res:
-		t.Fatalf("the joined lane went on (%d) before the batch was settled", r)
-	default:
+	if len(shares) != 1 || shares[0].l != b || shares[0].n != 2 {
+		t.Fatalf("shares %v, want b's 2", shares)
 	}
-	settled()
 	if r := <-res; r != joined {
 		t.Fatalf("gather ended %d, want joined", r)
 	}
 
+	// b declines: two do not fit in the room of one; c too: its batch holds
+	// an undecodable message, whose dead-letter write is its own.
+	c := newLane[event](2, cfg)
+	g.lanes = append(g.lanes, c)
+	poison := env("c", 0)
+	poison.err = errors.New("undecodable")
 	res = hold(b, env("b", 2), env("b", 3))
+	resC := hold(c, poison)
 	a.batch = append(a.batch[:0], env("a", 2), env("a", 3), env("a", 4))
-	for range 20 { // b declines each time: two do not fit in the room of one
-		g.collect(a)()
+	for range 20 {
+		if shares := g.collect(a); len(shares) != 0 {
+			t.Fatalf("shares %v, want none", shares)
+		}
 	}
 	if got := keys(a.batch); got != "a2 a3 a4" {
 		t.Fatalf("batch %s, want a2 a3 a4", got)
+	}
+	for _, o := range []*lane[event]{b, c} { // waiting for each to answer
+		j := &joint[event]{room: 1, give: make(chan []envelope[event], 1)}
+		o.join <- j
+		if got := <-j.give; got != nil {
+			t.Fatalf("lane %d gave %s into a room of 1", o.id, keys(got))
+		}
 	}
 	cancel()
 	if r := <-res; r != stopped {
 		t.Fatalf("gather ended %d, want stopped", r)
 	}
+	if r := <-resC; r != stopped {
+		t.Fatalf("c's gather ended %d, want stopped", r)
+	}
 	if got := keys(b.batch); got != "b2 b3" {
 		t.Errorf("b holds %s, want b2 b3", got)
+	}
+}
+
+// A joint batch splits back by lane after its call: a message that fails
+// (until it is exhausted, or in an outage) is retried by its own lane alone,
+// whether that lane collected the batch or joined it, while the other lane
+// goes on with its next batches. The failing message's first retry waits for
+// those: lanes still bound to each other would never get that far. Each key
+// keeps its order, every message is handled once or dead-lettered, and the
+// partition commits up to the failing message, not past it, until it is
+// settled.
+func TestJointBatchFailsByLane(t *testing.T) {
+	clusterDown := testenv.NewRedis(t).Client.Eval(context.Background(),
+		"return redis.error_reply('CLUSTERDOWN The cluster is down')", nil).Err()
+	if clusterDown == nil {
+		t.Fatal("no CLUSTERDOWN error from Redis")
+	}
+	const lanes = 2
+	bad, good := "k-bad", "k-good"
+	for i := 0; (Route{Key: good}).lane(lanes) == (Route{Key: bad}).lane(lanes); i++ {
+		good = "k-good-" + itoa(i)
+	}
+	msg := func(key string, seq int) kafka.Message {
+		return kafka.Message{Key: []byte(key), Value: []byte(key + ":" + itoa(seq))}
+	}
+	for _, tc := range []struct {
+		name      string
+		collector string // the lane whose message comes first collects the other's
+		outage    bool   // else the message fails for its own reason until exhausted
+	}{
+		{"failing lane collects, exhausted", bad, false},
+		{"failing lane joins, exhausted", good, false},
+		{"failing lane collects, outage", bad, true},
+		{"failing lane joins, outage", good, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t)
+			topic, dlqTopic := c.k.Topic(t, 1), c.k.Topic(t, 1)
+			cfg := c.config(topic, dlqTopic)
+			cfg.Lanes, cfg.BatchSize, cfg.LatencyBudget, cfg.MaxAttempts = lanes, 8, 5*time.Second, 3 // the second message joins well within the budget, however loaded the machine
+
+			goneOn := make(chan struct{}) // the other lane handled its next batches
+			var badTries atomic.Int64
+			rec := newRecorder()
+			var mu sync.Mutex
+			var calls []string
+			h := handlerFunc(func(ctx context.Context, items []Item[event]) ([]error, error) {
+				errs := make([]error, len(items))
+				var call []string
+				for i, it := range items {
+					call = append(call, string(it.Msg.Value))
+					if it.Value.Key != bad {
+						continue
+					}
+					n := badTries.Add(1)
+					if n == 2 {
+						select {
+						case <-goneOn:
+						case <-ctx.Done():
+							return nil, ctx.Err()
+						}
+					}
+					switch {
+					case !tc.outage:
+						errs[i] = errors.New("deduct: WRONGTYPE Operation against a key holding the wrong kind of value")
+					case n < int64(cfg.MaxAttempts)+3: // more tries than attempts: none counted
+						errs[i] = fmt.Errorf("deduct: lock: %w", clusterDown)
+					}
+				}
+				for i, it := range items {
+					if errs[i] == nil {
+						rec.record(it)
+					}
+				}
+				mu.Lock()
+				calls = append(calls, strings.Join(call, " "))
+				mu.Unlock()
+				return errs, nil
+			})
+			other := bad
+			if tc.collector == bad {
+				other = good
+			}
+			c.produce(t, topic, []kafka.Message{msg(tc.collector, 0)})
+			r := start(t, cfg, h, nil)
+			waitFor(t, 15*time.Second, "the first message fetched", func() bool { return value(t, r.m.consumed) == 1 })
+			c.produce(t, topic, []kafka.Message{msg(other, 0)})
+			waitFor(t, 15*time.Second, "the first call", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(calls) > 0
+			})
+			mu.Lock()
+			first := calls[0]
+			mu.Unlock()
+			if want := tc.collector + ":0 " + other + ":0"; first != want {
+				t.Fatalf("first call %q, want the joint batch %q", first, want)
+			}
+
+			c.produce(t, topic, []kafka.Message{msg(good, 1), msg(good, 2), msg(good, 3)})
+			waitFor(t, 15*time.Second, "the other lane's next batches while the failing message waits", func() bool {
+				return rec.distinct() == 4
+			})
+			badOffset := int64(0)
+			if tc.collector == good {
+				badOffset = 1
+			}
+			waitFor(t, 15*time.Second, "the commit up to the failing message", func() bool {
+				return c.committed(t, cfg.Group, topic, 1)[0] == badOffset
+			})
+			if got := rec.times(0, badOffset); got != 0 {
+				t.Fatalf("the failing message handled %d times before it was released", got)
+			}
+			close(goneOn)
+
+			if tc.outage {
+				waitFor(t, 15*time.Second, "the failing message handled after the outage", func() bool { return rec.distinct() == 5 })
+			} else {
+				recs := c.readDLQ(t, dlqTopic, 1)
+				if got := recs[0]; string(got.Value) != bad+":0" || got.Class != dlq.ClassExhausted || got.Attempts != cfg.MaxAttempts {
+					t.Fatalf("DLQ record %q class %s attempts %d, want %s:0 exhausted after %d", got.Value, got.Class, got.Attempts, bad, cfg.MaxAttempts)
+				}
+				if got := badTries.Load(); got != int64(cfg.MaxAttempts) {
+					t.Errorf("the failing message tried %d times, want %d", got, cfg.MaxAttempts)
+				}
+			}
+			c.waitCommittedEnd(t, cfg.Group, topic, 1)
+			r.stop(t)
+			dead := 1 // the failing message, exhausted
+			if tc.outage {
+				dead = 0
+			}
+			rec.checkOrder(t, map[string]int{good: 4, bad: 1 - dead})
+			for off := range int64(5) {
+				want := 1
+				if off == badOffset {
+					want -= dead
+				}
+				if got := rec.times(0, off); got != want {
+					t.Errorf("offset %d handled %d times, want %d", off, got, want)
+				}
+			}
+			if got := c.dlqSize(t, dlqTopic); got != dead {
+				t.Errorf("DLQ holds %d records, want %d", got, dead)
+			}
+		})
 	}
 }
 

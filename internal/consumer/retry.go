@@ -17,10 +17,19 @@ import (
 // wrong length; the call counts as a transient batch failure.
 var errItemCount = errors.New("consumer: handler returned per-item errors for a different number of items")
 
+// outcome is what a handler call returned for some of its items: an error
+// per item (none: all done) or one for them all.
+type outcome struct {
+	errs []error
+	err  error
+}
+
 // settle brings every message of the lane's batch to an end: done, dead-
 // lettered, or (only when the generation stops) abandoned uncommitted.
-// Undecodable messages are dead-lettered first, then the rest is handled.
-func (g *generation[T]) settle(l *lane[T]) {
+// Undecodable messages are dead-lettered first, then the rest is handled;
+// first, when not nil, is the outcome of the batch's first call, made
+// jointly with other lanes' batches (see settleJoint).
+func (g *generation[T]) settle(l *lane[T], first *outcome) {
 	start := time.Now()
 	ctx, span := g.startBatch(l)
 	defer span.End()
@@ -37,7 +46,10 @@ func (g *generation[T]) settle(l *lane[T]) {
 	if len(invalid) > 0 && !g.deadLetter(ctx, l, invalid) {
 		return
 	}
-	if len(valid) > 0 {
+	switch {
+	case first != nil:
+		g.retry(ctx, l, valid, first.errs, first.err)
+	case len(valid) > 0:
 		g.c.m.batchSize.Observe(float64(len(valid)))
 		g.handle(ctx, l, valid)
 	}
@@ -52,8 +64,13 @@ func (g *generation[T]) settle(l *lane[T]) {
 // retried alone, and an item failing alone counts an attempt, dead-lettered
 // as exhausted after MaxAttempts.
 func (g *generation[T]) handle(ctx context.Context, l *lane[T], envs []envelope[T]) bool {
+	errs, batchErr := g.call(ctx, l, envs)
+	return g.retry(ctx, l, envs, errs, batchErr)
+}
+
+// retry is handle once the handler returned errs and batchErr for envs.
+func (g *generation[T]) retry(ctx context.Context, l *lane[T], envs []envelope[T], errs []error, batchErr error) bool {
 	for {
-		errs, batchErr := g.call(ctx, l, envs)
 		if permanent(batchErr) {
 			if len(envs) > 1 {
 				g.c.m.retries.WithLabelValues(retrySplit).Inc()
@@ -87,6 +104,7 @@ func (g *generation[T]) handle(ctx context.Context, l *lane[T], envs []envelope[
 			return false
 		}
 		envs = failed
+		errs, batchErr = g.call(ctx, l, envs)
 	}
 }
 
