@@ -30,16 +30,17 @@ type loadFlags struct {
 	// one, alternately, and compares them (hot merchants: shards vs uniform).
 	versus int
 	// versusNone: rounds of the run without refunds and with them, alternately.
-	versusNone int
-	vary       string // a sweep: KEY=v1,v2,...
-	plot       string // an SVG of the run's own data
+	versusNone   int
+	refundsOrder string
+	vary         string // a sweep: KEY=v1,v2,...
+	plot         string // an SVG of the run's own data
 }
 
 const loadUsage = `billing-sim load: measure the billing-worker binary black-box
 
   billing-sim load [--workers N] [--events N] [--ledger-rows N] [--rate N | --soak 10m] [--json-file F] [--output text|json] ...
   billing-sim load --hot 0.9 --shards 8 --versus-uniform 2
-  billing-sim load --refunds 0.1 --versus-no-refunds 2
+  billing-sim load --refunds 0.1 --versus-no-refunds 2 [--refunds-order racing]
   billing-sim load --vary WORKER_BATCH_SIZE=256,1024,2048 --plot batch.svg
   billing-sim load --rate 5000 --plot latency.svg
   billing-sim load --rate 0 --soak 60s        # idle: the cores no traffic costs
@@ -69,7 +70,8 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	fs.Float64Var(&o.Hot, "hot", 0.2, "share of the events of one hot merchant (m-000000); 0 = uniform")
 	fs.IntVar(&o.Shards, "shards", 1, "quota shards of the hot merchant, 1..64")
 	fs.IntVar(&f.versus, "versus-uniform", 0, "run N rounds of a uniform run (--hot 0, one shard) then this one, alternately, and print each hot/uniform ratio")
-	fs.Float64Var(&o.Refunds, "refunds", 0, "share of the events that are refunds of the run's payments (partial, whole, over-refunded, ahead of their payment, sent again), 0..0.5; preloaded only")
+	fs.Float64Var(&o.Refunds, "refunds", 0, "share of the events that are refunds of the run's payments (partial, whole, over-refunded, ahead of their payment, sent again), 0..0.5; preloaded runs only, in --refunds-order")
+	fs.StringVar(&f.refundsOrder, "refunds-order", string(load.RefundsAfter), "with --refunds: after (the payments preloaded, their refunds produced once they are recorded: the usual order) or racing (preloaded with the payments: nearly every refund waits for its payment)")
 	fs.IntVar(&f.versusNone, "versus-no-refunds", 0, "with --refunds: run N rounds of the run without refunds then with them, alternately, and print each CPU-per-event ratio")
 	fs.IntVar(&o.Events, "events", load.DefaultEvents, "events (preloaded, or produced at --rate)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "workload seed")
@@ -100,9 +102,15 @@ func parseLoadFlags(args []string, d deps) (loadFlags, error) {
 	if f.versusNone > 0 && (o.Refunds == 0 || f.versus > 0) {
 		return f, fs.Fail("--versus-no-refunds needs --refunds, and not --versus-uniform")
 	}
-	rateGiven := false
-	fs.Visit(func(fl *flag.Flag) { rateGiven = rateGiven || fl.Name == "rate" })
-	if f.soak > 0 && rateGiven && o.Rate == 0 {
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	switch o.RefundsOrder = load.RefundsOrder(f.refundsOrder); {
+	case o.RefundsOrder != load.RefundsAfter && o.RefundsOrder != load.RefundsRacing:
+		return f, fs.Fail("--refunds-order %q: after or racing", f.refundsOrder)
+	case given["refunds-order"] && o.Refunds == 0:
+		return f, fs.Fail("--refunds-order needs --refunds")
+	}
+	if f.soak > 0 && given["rate"] && o.Rate == 0 {
 		if f.vary != "" || f.versus > 0 || f.plot != "" {
 			return f, fs.Fail("--rate 0 --soak (idle) measures one run: no --vary, --versus-uniform or --plot")
 		}
@@ -210,8 +218,8 @@ func versusNoRefunds(ctx context.Context, w io.Writer, o load.Options, rounds in
 	none := o
 	none.Refunds = 0
 	return alternate(ctx, w, none, o, rounds, func(round int, a, b load.Result) string {
-		return fmt.Sprintf("round %d     no refunds %.0f/s (%.1f µs/event), %.0f%% refunds %.0f/s (%.1f µs/event): CPU per event %.2fx",
-			round, a.EventsPerSec, serverCPU(a), 100*o.Refunds, b.EventsPerSec, serverCPU(b), serverCPU(b)/serverCPU(a))
+		return fmt.Sprintf("round %d     no refunds %.0f/s (%.1f µs/event), %.0f%% refunds (%s) %.0f/s (%.1f µs/event): CPU per event %.2fx",
+			round, a.EventsPerSec, serverCPU(a), 100*o.Refunds, o.RefundsOrder, b.EventsPerSec, serverCPU(b), serverCPU(b)/serverCPU(a))
 	})
 }
 
@@ -298,7 +306,7 @@ func writeLoad(w io.Writer, r load.Result, series bool) {
 	}
 	refunds := ""
 	if s.Refunds > 0 {
-		refunds = fmt.Sprintf(" (%.0f%% refunds)", 100*s.Refunds)
+		refunds = fmt.Sprintf(" (%.0f%% refunds, %s their payments)", 100*s.Refunds, s.RefundsOrder)
 	}
 	fmt.Fprintf(w, "load        %d events%s, %d merchants (hot %.2g, %d shard(s)), %d worker(s), %d partitions, %s; ledger rows before: %d\n",
 		r.Events, refunds, s.Merchants, s.Hot, s.Shards, s.Workers, s.Partitions, broker, s.LedgerRows)

@@ -31,8 +31,20 @@ func TestLoadFlags(t *testing.T) {
 	if f, err = parseLoadFlags([]string{"--refunds", "0.1", "--versus-no-refunds", "2"}, d); err != nil || f.o.Refunds != 0.1 || f.versusNone != 2 {
 		t.Fatalf("refunds: %+v, %v", f, err)
 	}
-	if _, err := parseLoadFlags([]string{"--versus-no-refunds", "2"}, d); err != errUsage {
-		t.Fatalf("--versus-no-refunds without --refunds: %v", err)
+	if f.o.RefundsOrder != load.RefundsAfter {
+		t.Fatalf("refunds order %q, want after by default", f.o.RefundsOrder)
+	}
+	if f, err = parseLoadFlags([]string{"--refunds", "0.1", "--refunds-order", "racing"}, d); err != nil || f.o.RefundsOrder != load.RefundsRacing {
+		t.Fatalf("--refunds-order racing: %+v, %v", f.o, err)
+	}
+	for _, args := range [][]string{
+		{"--versus-no-refunds", "2"},
+		{"--refunds", "0.1", "--refunds-order", "before"},
+		{"--refunds-order", "racing"}, // without --refunds
+	} {
+		if _, err := parseLoadFlags(args, d); err != errUsage {
+			t.Fatalf("%v: %v, want a usage error", args, err)
+		}
 	}
 	// --rate 0 --soak is idle: no events but the one of the wake.
 	if f, err = parseLoadFlags([]string{"--rate", "0", "--soak", "60s"}, d); err != nil || f.o.Rate != 0 || f.o.Idle != time.Minute || f.o.Timeout < 10*time.Minute {

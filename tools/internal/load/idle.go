@@ -74,7 +74,7 @@ func (r *run) idle(ctx context.Context) (err error) {
 
 	var t target
 	start := time.Now()
-	p, err := r.produce(ctx, start, true)
+	p, err := r.produce(ctx, start, true, allTopics)
 	if err != nil {
 		return err
 	}

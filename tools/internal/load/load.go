@@ -50,9 +50,11 @@ type Options struct {
 	Shards    int     // quota shards of m-000000 (default 1: not sharded)
 	Events    int     // default 200,000
 	// Refunds is the share of the events that are refunds of the run's
-	// payments (workload.DefaultRefundMix), on the refunds topic; preload only.
-	Refunds float64
-	Seed    uint64
+	// payments (workload.DefaultRefundMix), on the refunds topic; preload
+	// only, in RefundsOrder.
+	Refunds      float64
+	RefundsOrder RefundsOrder
+	Seed         uint64
 	// LedgerRows pre-fills quota_ledger with this many debit rows (and
 	// merchant_balance to match) before the run: the growth figure.
 	LedgerRows int
@@ -88,6 +90,29 @@ type Options struct {
 	Log     *zap.Logger // progress; default none
 }
 
+// RefundsOrder is when a run's refunds reach the broker.
+type RefundsOrder string
+
+// Refund orders.
+const (
+	// RefundsAfter preloads the payments alone and, once the workers have
+	// recorded them, produces the refunds of the same stream: the usual
+	// order, a refund coming hours or days after its payment.
+	RefundsAfter RefundsOrder = "after"
+	// RefundsRacing preloads the refunds with their payments: the refunds
+	// consumer reads nearly every one before its payment is recorded, so
+	// they wait as pending rows and settle in the payments' transactions.
+	RefundsRacing RefundsOrder = "racing"
+)
+
+// refundsOrder is the run's RefundsOrder, "" when it has no refunds.
+func (o Options) refundsOrder() RefundsOrder {
+	if o.Refunds == 0 {
+		return ""
+	}
+	return o.RefundsOrder
+}
+
 // Defaults of Options.
 const (
 	DefaultMerchants      = 1000
@@ -102,7 +127,7 @@ func (o *Options) setDefaults() {
 	o.Warmup, o.SampleEvery = cmp.Or(o.Warmup, 2*time.Second), cmp.Or(o.SampleEvery, time.Second)
 	o.Stall, o.Timeout = cmp.Or(o.Stall, time.Minute), cmp.Or(o.Timeout, 30*time.Minute)
 	o.Log = cmp.Or(o.Log, zap.NewNop())
-	o.Shards = cmp.Or(o.Shards, 1)
+	o.Shards, o.RefundsOrder = cmp.Or(o.Shards, 1), cmp.Or(o.RefundsOrder, RefundsAfter)
 	if o.Idle > 0 {
 		o.Events, o.IdleSettle = 1, cmp.Or(o.IdleSettle, 5*time.Second)
 	}
@@ -132,6 +157,7 @@ func (o Options) Validate() error {
 		"events %d, ledger rows %d, baseline events %d: events positive, the others not negative", o.Events, o.LedgerRows, o.BaselineEvents)
 	check(!(o.Rate < 0 || o.Rate > 1e6), "rate %v: 0 (preload) or up to 1000000/s", o.Rate)
 	check(o.Refunds >= 0 && o.Refunds <= 0.5 && (o.Refunds == 0 || o.Rate == 0), "refunds %v: 0..0.5, preloaded (no rate)", o.Refunds)
+	check(o.RefundsOrder == RefundsAfter || o.RefundsOrder == RefundsRacing, "refunds order %q: %q or %q", o.RefundsOrder, RefundsAfter, RefundsRacing)
 	check(o.Idle >= 0 && (o.Idle == 0 || o.Rate == 0), "idle %v: not negative, and only without a rate", o.Idle)
 	check(o.Warmup >= 0 && o.SampleEvery >= 0 && o.Stall >= 0 && o.Timeout >= 0,
 		"warmup, sample interval, stall and timeout must not be negative")
@@ -148,8 +174,11 @@ type Result struct {
 	Setup     Setup     `json:"setup"`
 	Host      Host      `json:"host"`
 
-	Events   int     `json:"events"`
-	Rows     int64   `json:"ledger_rows_written"` // by the run: one per payment (refund rows aside)
+	Events int   `json:"events"`
+	Rows   int64 `json:"ledger_rows_written"` // by the run: one per payment (refund rows aside)
+	// Refunds is the refund ids the run produced, every one recorded
+	// (applied, or waiting for a payment the stream never sent).
+	Refunds  int     `json:"refunds,omitempty"`
 	FillS    float64 `json:"ledger_prefill_s,omitempty"`
 	PreloadS float64 `json:"preload_s,omitempty"`
 
@@ -187,24 +216,25 @@ func (r Result) SystemCores() float64 { return r.EventsPerSec * r.SystemUSPerEve
 
 // Setup is what was run.
 type Setup struct {
-	Database     string   `json:"database"`
-	KeyPrefix    string   `json:"redis_prefix"`
-	Topic        string   `json:"topic"`
-	Brokers      []string `json:"brokers"`
-	Embedded     bool     `json:"embedded_broker"`
-	Partitions   int      `json:"partitions"`
-	Merchants    int      `json:"merchants"`
-	Hot          float64  `json:"hot_share"`
-	Refunds      float64  `json:"refund_share,omitempty"`
-	Shards       int      `json:"hot_shards"`
-	Seed         uint64   `json:"seed"`
-	Workers      int      `json:"workers"`
-	WorkerBinary string   `json:"worker_binary"`
-	WorkerEnv    []string `json:"worker_env,omitempty"`
-	LedgerRows   int      `json:"ledger_rows_before"`
-	OrderedIDs   bool     `json:"ledger_ids_ordered,omitempty"`
-	Rate         float64  `json:"rate,omitempty"`
-	IdleS        float64  `json:"idle_s,omitempty"`
+	Database     string       `json:"database"`
+	KeyPrefix    string       `json:"redis_prefix"`
+	Topic        string       `json:"topic"`
+	Brokers      []string     `json:"brokers"`
+	Embedded     bool         `json:"embedded_broker"`
+	Partitions   int          `json:"partitions"`
+	Merchants    int          `json:"merchants"`
+	Hot          float64      `json:"hot_share"`
+	Refunds      float64      `json:"refund_share,omitempty"`
+	RefundsOrder RefundsOrder `json:"refunds_order,omitempty"` // with refunds
+	Shards       int          `json:"hot_shards"`
+	Seed         uint64       `json:"seed"`
+	Workers      int          `json:"workers"`
+	WorkerBinary string       `json:"worker_binary"`
+	WorkerEnv    []string     `json:"worker_env,omitempty"`
+	LedgerRows   int          `json:"ledger_rows_before"`
+	OrderedIDs   bool         `json:"ledger_ids_ordered,omitempty"`
+	Rate         float64      `json:"rate,omitempty"`
+	IdleS        float64      `json:"idle_s,omitempty"`
 }
 
 // Host is where it ran; the MySQL settings are the ones a figure depends on.

@@ -85,29 +85,41 @@ func TestRun(t *testing.T) {
 		checkRemoved(t, db, rdb, res.Setup)
 	})
 
-	// A tenth of the events refunds: the run ends when every payment is
-	// debited and every refund recorded, and counts one debit per payment.
+	// A tenth of the events refunds, after their payments (produced once the
+	// payments are recorded) or racing them (preloaded together): the run
+	// ends when every payment is debited and every refund recorded, and
+	// counts one debit per payment.
 	t.Run("refunds", func(t *testing.T) {
-		o := opts()
-		o.Refunds = 0.1
-		res, err := Run(ctx, o)
+		msgs, err := workload.Generate(workload.Config{Seed: opts().Seed, Merchants: opts().Merchants, Skew: workload.HotSkew(opts().Hot), Refunds: 0.1}, opts().Events)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := 0
-		msgs, err := workload.Generate(workload.Config{Seed: o.Seed, Merchants: o.Merchants, Skew: workload.HotSkew(o.Hot), Refunds: o.Refunds}, o.Events)
-		if err != nil {
-			t.Fatal(err)
-		}
+		payments, refunds := 0, 0
 		for _, m := range msgs {
-			if m.Topic == workload.Payments {
-				want++
+			switch {
+			case m.Topic == workload.Payments:
+				payments++
+			case m.Kind == workload.Valid:
+				refunds++
 			}
 		}
-		if res.Rows != int64(want) || want >= 2000 || res.Setup.Refunds != 0.1 || res.EventsPerSec <= 0 {
-			t.Fatalf("rows %d, want %d (one per payment of 2000 events), setup %+v", res.Rows, want, res.Setup)
+		for _, order := range []RefundsOrder{RefundsAfter, RefundsRacing} {
+			t.Run(string(order), func(t *testing.T) {
+				o := opts()
+				o.Refunds, o.RefundsOrder = 0.1, order
+				res, err := Run(ctx, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Rows != int64(payments) || payments >= 2000 || res.Refunds != refunds || refunds == 0 || res.Events != 2000 || res.EventsPerSec <= 0 {
+					t.Fatalf("rows %d and %d refunds, want %d and %d (events %d, %.0f/s)", res.Rows, res.Refunds, payments, refunds, res.Events, res.EventsPerSec)
+				}
+				if s := res.Setup; s.Refunds != 0.1 || s.RefundsOrder != order {
+					t.Fatalf("setup %+v", s)
+				}
+				checkRemoved(t, db, rdb, res.Setup)
+			})
 		}
-		checkRemoved(t, db, rdb, res.Setup)
 	})
 
 	t.Run("paced", func(t *testing.T) {

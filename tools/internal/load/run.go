@@ -52,13 +52,16 @@ type run struct {
 	// payments is how many of the events are new payments (the rest are
 	// duplicates or refunds): one debit row each.
 	payments int
+	// preloaded is the start of the preloaded stream: with RefundsAfter,
+	// its refunds are produced from it again once its payments are recorded.
+	preloaded time.Time
 }
 
 func (r *run) all(ctx context.Context) error {
 	o, st := r.o, r.st
 	r.res.Setup = Setup{
 		Database: st.DBName, KeyPrefix: st.Prefix, Topic: st.Topic, Brokers: st.Brokers, Embedded: st.Cluster != nil,
-		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Refunds: o.Refunds, Shards: o.Shards, Seed: o.Seed, Workers: o.Workers,
+		Partitions: o.Partitions, Merchants: o.Merchants, Hot: o.Hot, Refunds: o.Refunds, RefundsOrder: o.refundsOrder(), Shards: o.Shards, Seed: o.Seed, Workers: o.Workers,
 		WorkerBinary: o.WorkerBinary, WorkerEnv: o.WorkerEnv, LedgerRows: o.LedgerRows, OrderedIDs: o.OrderedIDs, Rate: o.Rate,
 		IdleS: o.Idle.Seconds(),
 	}
@@ -106,19 +109,56 @@ func (r *run) all(ctx context.Context) error {
 	return nil
 }
 
-// preload writes every event to the topic before any worker starts.
+// preload writes the events to the topics before any worker starts: all of
+// them, or with RefundsAfter the payments alone (refundsAfter writes the rest).
 func (r *run) preload(ctx context.Context, t *target) error {
 	r.o.Log.Info("load: preloading", zap.Int("events", r.o.Events))
 	start := time.Now()
-	st, err := r.produce(ctx, start, true)
+	to := allTopics
+	if r.o.refundsOrder() == RefundsAfter {
+		to = paymentsOnly
+	}
+	st, err := r.produce(ctx, start, true, to)
 	if err != nil {
 		return err
 	}
-	t.set(r.fill.debited+st.Summary.Amount, st.Summary.Refunds)
-	r.payments = st.Summary.Valid
+	if to == allTopics {
+		r.res.Refunds = st.Summary.Refunds
+	}
+	t.set(r.fill.debited+st.Summary.Amount, r.res.Refunds)
+	r.payments, r.preloaded = st.Summary.Valid, start
 	r.res.PreloadS = time.Since(start).Seconds()
 	return nil
 }
+
+// refundsAfter produces the refunds of the preloaded stream (the same
+// generator from the same seed and start, its payments dropped), once the
+// workers have recorded the payments, and waits for every refund.
+func (r *run) refundsAfter(ctx context.Context, t *target) (time.Time, error) {
+	r.o.Log.Info("load: payments recorded, producing their refunds")
+	st, err := r.produce(ctx, r.preloaded, true, refundsOnly)
+	if err != nil {
+		return time.Now(), err
+	}
+	r.res.Refunds = st.Summary.Refunds
+	t.set(t.Load().debited, r.res.Refunds)
+	return waitLedger(ctx, r.st.db, t, r.workers, r.o.Stall, r.o.Log)
+}
+
+// topics says which of a stream's messages a produce writes; the others are
+// generated (the stream stays the same) and dropped.
+type topics int
+
+const (
+	allTopics topics = iota
+	paymentsOnly
+	refundsOnly
+)
+
+// discard is a writer that drops what it is handed.
+type discard struct{}
+
+func (discard) WriteMessages(context.Context, ...kafka.Message) error { return nil }
 
 // produced is what the producer did: its own stats and, paced, when the
 // broker acknowledged each event.
@@ -130,9 +170,9 @@ type produced struct {
 	step    time.Duration
 }
 
-// produce writes the run's events, from start on (unpaced: all at once), and
-// returns once the broker acknowledged every one.
-func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produced, error) {
+// produce writes the run's events of the topics to, from start on (unpaced:
+// all at once), and returns once the broker acknowledged every one.
+func (r *run) produce(ctx context.Context, start time.Time, unpaced bool, to topics) (produced, error) {
 	cfg := workload.Config{Seed: r.o.Seed, Merchants: r.o.Merchants, Skew: workload.HotSkew(r.o.Hot), IDPrefix: r.idPfx, Start: start, Refunds: r.o.Refunds}
 	if !unpaced {
 		cfg.Step = time.Duration(float64(time.Second) / r.o.Rate)
@@ -168,12 +208,27 @@ func (r *run) produce(ctx context.Context, start time.Time, unpaced bool) (produ
 	w.Async, w.Completion = true, completion
 	rw := workload.NewKafkaWriter(r.st.Brokers, r.st.RefundsTopic, r.st.Transport)
 	rw.Async, rw.Completion = true, completion
-	p.ScheduleStats, err = workload.ProduceOnSchedule(ctx, workload.Writers{Payments: w, Refunds: rw}, g, r.o.Events, unpaced, nil)
+	ws := workload.Writers{Payments: w, Refunds: rw}
+	switch to {
+	case paymentsOnly:
+		ws.Refunds = discard{}
+	case refundsOnly:
+		ws.Payments = discard{}
+	}
+	p.ScheduleStats, err = workload.ProduceOnSchedule(ctx, ws, g, r.o.Events, unpaced, nil)
 	err = errors.Join(err, w.Close(), rw.Close()) // flush, and wait for the last completions
 	mu.Lock()
 	defer mu.Unlock()
-	if err == nil && (ackErr != nil || acked != r.o.Events) {
-		err = fmt.Errorf("load: the broker acknowledged %d of %d events: %w", acked, r.o.Events, ackErr)
+	s := p.Summary
+	want := s.Messages
+	switch refunds := s.Refunds + s.RefundDuplicates; to {
+	case paymentsOnly:
+		want -= refunds
+	case refundsOnly:
+		want = refunds
+	}
+	if err == nil && (ackErr != nil || acked != want) {
+		err = fmt.Errorf("load: the broker acknowledged %d of %d events: %w", acked, want, ackErr)
 	}
 	return p, err
 }
@@ -226,7 +281,7 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 		o.Log.Info("load: producing on schedule", zap.Float64("rate", o.Rate), zap.Int("events", o.Events))
 		g.Go(func() error {
 			var err error
-			if paced, err = r.produce(gctx, schedStart, false); err == nil {
+			if paced, err = r.produce(gctx, schedStart, false, allTopics); err == nil {
 				t.set(r.fill.debited+paced.Summary.Amount, 0)
 				r.payments = paced.Summary.Valid
 			}
@@ -236,6 +291,9 @@ func (r *run) measure(ctx context.Context, t *target) (err error) {
 	g.Go(func() error {
 		var err error
 		end, err = waitLedger(gctx, r.st.db, t, r.workers, o.Stall, o.Log)
+		if err == nil && o.refundsOrder() == RefundsAfter {
+			end, err = r.refundsAfter(gctx, t)
+		}
 		return err
 	})
 	if err := g.Wait(); err != nil {

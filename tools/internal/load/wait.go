@@ -127,10 +127,11 @@ func waitGroup(ctx context.Context, c *kafka.Client, group, topic string, n int,
 }
 
 // runRows counts the payments' ledger rows the workers wrote (ids after the
-// fill's; refund rows aside) and when the first and the last began their commit.
+// fill's; refund rows aside) and when the first and the last of them or of
+// the refund rows began their commit.
 func runRows(ctx context.Context, db *sql.DB, after int64) (rows, rejected int64, first, last time.Time, err error) {
 	var f, l sql.NullTime
-	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(kind = 'rejected'), 0), MIN(created_at), MAX(created_at) FROM quota_ledger WHERE id > ? AND kind IN ('debit', 'rejected')", after).
+	err = db.QueryRowContext(ctx, "SELECT COALESCE(SUM(kind <> 'refund'), 0), COALESCE(SUM(kind = 'rejected'), 0), MIN(created_at), MAX(created_at) FROM quota_ledger WHERE id > ? AND kind IN ('debit', 'rejected', 'refund')", after).
 		Scan(&rows, &rejected, &f, &l)
 	if err != nil {
 		return 0, 0, first, last, fmt.Errorf("load: count the run's ledger rows: %w", err)
