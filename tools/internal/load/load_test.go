@@ -32,6 +32,9 @@ func TestRun(t *testing.T) {
 	t.Run("preloaded", func(t *testing.T) {
 		o := opts()
 		o.LedgerRows, o.BaselineEvents = 3000, 300
+		// Batches smaller than the run: 2,000 events in one batch share one
+		// created_at, and a steady rate needs two.
+		o.WorkerEnv = []string{"WORKER_BATCH_SIZE=256"}
 		res, err := Run(ctx, o)
 		if err != nil {
 			t.Fatal(err)
