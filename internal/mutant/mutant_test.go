@@ -34,7 +34,7 @@ var mutants = []struct {
 		// pending deduction a rebalance moved to its event's shard is
 		// deducted again in the merchant's.
 		name: "route by merchant", file: "internal/deduct/apply.go",
-		old: "shard.Of(ev.EventID, n)", new: "shard.Of(ev.MerchantID, n)",
+		old: "shard.Of(ev.EventID, n), n), n", new: "shard.Of(ev.MerchantID, n), n), n",
 		pkg: "./internal/deduct", test: "TestRedeliveryFindsItsPendingInItsShard", want: "the redelivery deducted again",
 	},
 	{
