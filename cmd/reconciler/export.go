@@ -12,8 +12,6 @@ import (
 
 	"github.com/quotaflow/billing/internal/cli"
 	"github.com/quotaflow/billing/internal/config"
-	"github.com/quotaflow/billing/internal/dial"
-	"github.com/quotaflow/billing/internal/keyspace"
 	"github.com/quotaflow/billing/internal/ledger"
 	"github.com/quotaflow/billing/internal/ledger/ledgerdb"
 	"github.com/quotaflow/billing/internal/lock"
@@ -172,29 +170,11 @@ func exportCode(err error) int {
 
 // export wires the clients, runs the export and writes the metrics file.
 func export(ctx context.Context, cfg config.Config, o exportOptions, log *zap.Logger) error {
-	keys, err := keyspace.New(cfg.Redis.KeyPrefix)
+	c, err := dialClients(ctx, cfg, lock.Options{Logger: log}, log)
 	if err != nil {
 		return err
 	}
-	rdb, err := dial.Redis(cfg.Redis)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	gdb, err := dial.MySQL(ctx, cfg.MySQL, log)
-	if err != nil {
-		return err
-	}
-	db, err := gdb.DB()
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	locks, err := lock.New(rdb, lock.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer locks.Close()
+	defer c.Close()
 	// Only the export's own figures: a textfile read after the process
 	// exited has no use for its Go runtime's.
 	reg := prometheus.NewRegistry()
@@ -202,7 +182,7 @@ func export(ctx context.Context, cfg config.Config, o exportOptions, log *zap.Lo
 	if err != nil {
 		return err
 	}
-	sum, err := statement.Export(ctx, db, locks, keys, o.Options)
+	sum, err := statement.Export(ctx, c.db, c.locks, c.keys, o.Options)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"os"
 	"os/signal"
@@ -99,34 +100,17 @@ func exitCode(rep *reconcile.Report, failOnRepair bool) int {
 // serve wires the reconciler and runs it once (returning the run's report)
 // or in a loop with the ops HTTP server until ctx ends (returning nil).
 func serve(ctx context.Context, cfg config.Config, opts options, log *zap.Logger, stdout io.Writer) (*reconcile.Report, error) {
-	keys, err := keyspace.New(cfg.Redis.KeyPrefix)
-	if err != nil {
-		return nil, err
-	}
-	rdb, err := dial.Redis(cfg.Redis)
-	if err != nil {
-		return nil, err
-	}
-	defer rdb.Close()
-	gdb, err := dial.MySQL(ctx, cfg.MySQL, log)
-	if err != nil {
-		return nil, err
-	}
-	db, err := gdb.DB()
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 	reg := metrics.NewRegistry()
 	lockMetrics, err := lock.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	locks, err := lock.New(rdb, lock.Options{Metrics: lockMetrics, Logger: log})
+	c, err := dialClients(ctx, cfg, lock.Options{Metrics: lockMetrics, Logger: log}, log)
 	if err != nil {
 		return nil, err
 	}
-	defer locks.Close()
+	defer c.Close()
+	keys, rdb, db, locks := c.keys, c.rdb, c.db, c.locks
 	if opts.Config.Metrics, err = reconcile.NewMetrics(reg); err != nil {
 		return nil, err
 	}
@@ -152,4 +136,53 @@ func serve(ctx context.Context, cfg config.Config, opts options, log *zap.Logger
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error { return r.Loop(gctx, opts.Every, report) })
 	return nil, g.Wait()
+}
+
+// clients are what both commands of the reconciler talk to.
+type clients struct {
+	keys  keyspace.Keyspace
+	rdb   redis.UniversalClient
+	db    *sql.DB
+	locks *lock.Client
+}
+
+// dialClients connects to Redis and MySQL and makes the lock client; on an
+// error it closes what it opened.
+func dialClients(ctx context.Context, cfg config.Config, lockOpts lock.Options, log *zap.Logger) (_ *clients, err error) {
+	c := &clients{}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if c.keys, err = keyspace.New(cfg.Redis.KeyPrefix); err != nil {
+		return nil, err
+	}
+	if c.rdb, err = dial.Redis(cfg.Redis); err != nil {
+		return nil, err
+	}
+	gdb, err := dial.MySQL(ctx, cfg.MySQL, log)
+	if err != nil {
+		return nil, err
+	}
+	if c.db, err = gdb.DB(); err != nil {
+		return nil, err
+	}
+	if c.locks, err = lock.New(c.rdb, lockOpts); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes the clients in the reverse order of dialClients.
+func (c *clients) Close() {
+	if c.locks != nil {
+		_ = c.locks.Close()
+	}
+	if c.db != nil {
+		_ = c.db.Close()
+	}
+	if c.rdb != nil {
+		_ = c.rdb.Close()
+	}
 }
